@@ -1,0 +1,3 @@
+//! The `ferrisson` command.
+
+fn main() {}

@@ -1,0 +1,15 @@
+-- Compare-and-delete: releases a non-reentrant lock only if the token still matches.
+-- KEYS[1]: the lock key
+-- KEYS[2]: the lock's release channel
+-- ARGV[1]: token
+-- Returns: 1 released; 0 no such lock (lease expired); -1 held with another token.
+local current = redis.call('GET', KEYS[1])
+if not current then
+  return 0
+end
+if current ~= ARGV[1] then
+  return -1
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[2], 'released')
+return 1

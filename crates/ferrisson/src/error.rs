@@ -1,0 +1,69 @@
+//! The crate's one error type.
+
+/// What can go wrong talking to Redis or using a primitive.
+///
+/// Contention is not an error: `try_*` methods return `Ok(None)` when the primitive is
+/// taken elsewhere. Messages never contain a Redis password.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A name, duration, count or URL the caller passed is not acceptable.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The client could not connect to Redis (`url` has its password redacted).
+    #[error("cannot connect to {url}")]
+    Connect {
+        /// The Redis URL with its password replaced by `***`.
+        url: String,
+        /// What redis-rs reported.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// A Redis command failed (connection lost, timeout, server error).
+    #[error("redis command failed")]
+    Redis(#[from] redis::RedisError),
+
+    /// The lock was released by its lease running out before the holder released it.
+    #[error("lock {name:?} is no longer held: its lease expired")]
+    LeaseExpired {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// The lock is held, but by another owner.
+    #[error("lock {name:?} is held by another owner")]
+    NotOwner {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// Redis answered something a ferrisson script never returns.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::InvalidArgument(message.into())
+    }
+
+    /// True when the error came from the connection (I/O, timeout, refused) rather than
+    /// from what the server answered; the operation may or may not have been applied.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            Self::Connect { .. } => true,
+            Self::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+            }
+            _ => false,
+        }
+    }
+}

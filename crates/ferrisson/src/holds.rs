@@ -1,0 +1,245 @@
+//! The client's record of the locks it holds: who may re-enter, and whether each hold is
+//! still valid (its local deadline, and the lost-lock signal).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::fence::FencingToken;
+use crate::owner::{OwnerId, TaskKey};
+
+/// Until when a hold is valid, from the holder's point of view.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Validity {
+    /// Local monotonic deadline: the lease, counted from before the request that set it.
+    pub(crate) deadline: Instant,
+    /// Set once the lock was found gone or taken, or a renewal deadline passed.
+    pub(crate) lost: bool,
+}
+
+/// One owner's hold on one lock, shared by every guard of that owner in this client.
+pub(crate) struct Hold {
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) channel: String,
+    pub(crate) owner: OwnerId,
+    pub(crate) token: FencingToken,
+    /// The task that may re-enter without naming the owner (none for explicit owners).
+    pub(crate) task: Option<TaskKey>,
+    validity: watch::Sender<Validity>,
+    /// Live guards of this hold in this client.
+    guards: AtomicUsize,
+    /// True while the watchdog must renew this hold.
+    renewing: AtomicBool,
+    /// When the watchdog should renew next.
+    next_renewal: Mutex<Instant>,
+}
+
+impl Hold {
+    pub(crate) fn new(
+        name: &str,
+        key: &str,
+        channel: &str,
+        owner: OwnerId,
+        token: FencingToken,
+        task: Option<TaskKey>,
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            key: key.to_owned(),
+            channel: channel.to_owned(),
+            owner,
+            token,
+            task,
+            validity: watch::Sender::new(Validity {
+                deadline,
+                lost: false,
+            }),
+            guards: AtomicUsize::new(0),
+            renewing: AtomicBool::new(false),
+            next_renewal: Mutex::new(deadline),
+        }
+    }
+
+    /// True while the hold is not lost and its deadline has not passed.
+    pub(crate) fn is_held(&self) -> bool {
+        let v = *self.validity.borrow();
+        !v.lost && Instant::now() < v.deadline
+    }
+
+    pub(crate) fn validity(&self) -> Validity {
+        *self.validity.borrow()
+    }
+
+    /// Moves the deadline to `deadline` (a renewal or re-entry succeeded). A hold whose
+    /// deadline already passed stays lost: its guards may have acted on that already.
+    pub(crate) fn extend(&self, deadline: Instant) {
+        let now = Instant::now();
+        self.validity.send_if_modified(|v| {
+            if v.lost {
+                return false;
+            }
+            if now >= v.deadline {
+                v.lost = true;
+            } else {
+                v.deadline = deadline;
+            }
+            true
+        });
+        if self.validity.borrow().lost {
+            self.renewing.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Marks the hold lost: every guard's `lost()` resolves, `is_held()` turns false.
+    pub(crate) fn mark_lost(&self) {
+        self.renewing.store(false, Ordering::SeqCst);
+        self.validity.send_if_modified(|v| {
+            let changed = !v.lost;
+            v.lost = true;
+            changed
+        });
+    }
+
+    /// Resolves once the hold is lost or its deadline passes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.validity.subscribe();
+        loop {
+            let v = *rx.borrow_and_update();
+            if v.lost || Instant::now() >= v.deadline {
+                return;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = tokio::time::sleep_until(v.deadline) => {}
+            }
+        }
+    }
+
+    pub(crate) fn add_guard(&self) {
+        self.guards.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Drops one guard; true when it was the last one.
+    fn remove_guard(&self) -> bool {
+        self.guards.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    pub(crate) fn start_renewing(&self, lease: Duration) {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now() + lease / 3;
+        self.renewing.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_renewing(&self) -> bool {
+        self.renewing.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn stop_renewing(&self) {
+        self.renewing.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn next_renewal(&self) -> Instant {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_next_renewal(&self, at: Instant) {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at;
+    }
+}
+
+/// Every live hold of the client, by lock key.
+#[derive(Default)]
+pub(crate) struct Holds {
+    by_key: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+}
+
+impl Holds {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Hold>>>> {
+        self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live hold of `key` that `owner` has, or that `task` may re-enter.
+    pub(crate) fn find(&self, key: &str, owner: Option<OwnerId>, task: TaskKey) -> Option<Arc<Hold>> {
+        let map = self.map();
+        map.get(key)?
+            .iter()
+            .find(|h| match owner {
+                Some(owner) => h.owner == owner,
+                None => h.task == Some(task),
+            })
+            .cloned()
+    }
+
+    /// Registers a guard of `hold`: the existing hold of the same key and owner if there is
+    /// one (re-entry), else `hold` itself. Returns the hold the guard belongs to.
+    pub(crate) fn attach(&self, hold: Hold) -> Arc<Hold> {
+        let mut map = self.map();
+        let holds = map.entry(hold.key.clone()).or_default();
+        let hold = match holds.iter().find(|h| h.owner == hold.owner && h.is_held()) {
+            Some(existing) => Arc::clone(existing),
+            None => {
+                let hold = Arc::new(hold);
+                holds.push(Arc::clone(&hold));
+                hold
+            }
+        };
+        hold.add_guard();
+        hold
+    }
+
+    /// Adds a guard to a hold found by [`Holds::find`] (re-entry).
+    pub(crate) fn reattach(&self, hold: &Arc<Hold>) -> bool {
+        let map = self.map();
+        let present = map
+            .get(&hold.key)
+            .is_some_and(|holds| holds.iter().any(|h| Arc::ptr_eq(h, hold)));
+        if present {
+            hold.add_guard();
+        }
+        present
+    }
+
+    /// Drops one guard of `hold`; when it was the last, forgets the hold and stops its
+    /// renewal before returning. Returns true when it was the last guard.
+    pub(crate) fn detach(&self, hold: &Arc<Hold>) -> bool {
+        let mut map = self.map();
+        if !hold.remove_guard() {
+            return false;
+        }
+        hold.stop_renewing();
+        if let Some(holds) = map.get_mut(&hold.key) {
+            holds.retain(|h| !Arc::ptr_eq(h, hold));
+            if holds.is_empty() {
+                map.remove(&hold.key);
+            }
+        }
+        true
+    }
+
+    /// Number of live holds (for tests and inspection).
+    pub(crate) fn len(&self) -> usize {
+        self.map().values().map(Vec::len).sum()
+    }
+}

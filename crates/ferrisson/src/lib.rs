@@ -1,0 +1,83 @@
+//! # ferrisson
+//!
+//! Distributed locks and synchronizers on Redis for async Rust (tokio).
+//!
+//! - [`Lock`]: reentrant lock with a watchdog that renews it while you hold it, a
+//!   [`FencingToken`] per holder, a lost-lock signal ([`LockGuard::lost`]) and
+//!   event-driven waiting (a release wakes the next waiter; no polling).
+//! - [`SimpleLock`]: the classic `SET NX PX` + compare-and-delete lock.
+//! - [`Client::fenced_set`]: the storage-side check that makes fencing tokens useful.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ferrisson::{Client, Lease};
+//!
+//! # async fn demo() -> ferrisson::Result<()> {
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.lock("voucher:42")?;
+//!
+//! // Waits (without polling) until the lock is free; renewed while the guard lives.
+//! let guard = lock.lock().await?;
+//! let token = guard.fencing_token();
+//! client.fenced_set("voucher:42:stock", b"199", token).await?;
+//! guard.unlock().await?;
+//!
+//! // A fixed lease and a bounded wait.
+//! let lock = lock.with_lease(Lease::Fixed(Duration::from_secs(10)))?;
+//! if let Some(guard) = lock.lock_timeout(Duration::from_millis(500)).await? {
+//!     guard.unlock().await?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Every key of a primitive shares one hash tag (`{name}`), so the layout also works on
+//! Redis Cluster. See the repository's `docs/` for the guarantees and their limits.
+
+#![warn(clippy::missing_errors_doc)]
+
+mod acquire;
+mod client;
+mod error;
+mod fence;
+mod holds;
+mod keys;
+mod lease;
+mod lock;
+mod owner;
+mod pubsub;
+mod scripts;
+mod simple_lock;
+mod watchdog;
+
+pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
+pub use error::{Error, Result};
+pub use fence::{FencedWrite, FencingToken};
+pub use keys::MAX_NAME_LEN;
+pub use lease::Lease;
+pub use lock::{Lock, LockGuard};
+pub use owner::OwnerId;
+pub use simple_lock::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard};
+
+impl Client {
+    /// Counts of the client's internal state: channels with local waiters, live holds
+    /// and holds being renewed. Meant for tests and monitoring.
+    pub fn stats(&self) -> ClientStats {
+        ClientStats {
+            waiting_channels: self.inner.subscriptions.channel_count(),
+            holds: self.inner.holds.len(),
+            renewing: self.inner.watchdog.len(),
+        }
+    }
+}
+
+/// A snapshot of a client's internal state, from [`Client::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Channels this client is subscribed to for local waiters.
+    pub waiting_channels: usize,
+    /// Locks this client holds (one per owner and lock).
+    pub holds: usize,
+    /// Holds the watchdog is renewing.
+    pub renewing: usize,
+}

@@ -1,0 +1,517 @@
+//! The reentrant lock: owner-aware hash with a hold count, watchdog or fixed lease,
+//! fencing tokens, event-driven waiting.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::acquire::{Attempt, acquire_with_wait};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::fence::FencingToken;
+use crate::holds::Hold;
+use crate::keys::Keys;
+use crate::lease::{Lease, millis};
+use crate::owner::{OwnerId, TaskKey};
+use crate::scripts::SCRIPTS;
+
+/// How often an unlock whose reply was lost is sent again.
+const RELEASE_ATTEMPTS: u32 = 3;
+
+impl Client {
+    /// A handle to the reentrant lock called `name` (no Redis traffic until used).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty or longer than 1 KiB.
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        Ok(Lock {
+            client: self.clone(),
+            name: Arc::from(name),
+            keys: self.keys(name)?,
+            lease: Lease::Watchdog,
+            owner: None,
+        })
+    }
+}
+
+/// A reentrant distributed lock (Redisson's `RLock`, done right for async Rust).
+///
+/// Stored as a hash `{owner: hold count}` with the current fencing token, under the key
+/// `{name}` (plus the client's namespace). Re-entry is transparent inside one tokio task:
+/// a task that holds the lock and asks again gets a second guard at once, and the lock is
+/// released when every guard is gone. Any other task waits, even one that reuses a
+/// finished task's id, because a hold is found by its live guards, not by the id alone.
+/// A guard can be released from any task. To share one hold between tasks or processes
+/// on purpose, give them the same [`OwnerId`] with [`Lock::with_owner`].
+///
+/// Waiting is event-driven: waiters wake on the holder's release (through the client's
+/// one shared subscription) or after the holder's remaining TTL, whichever is first, and
+/// send nothing to Redis meanwhile.
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// let lock = client.lock("stock:200")?;
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?; // same task: re-entry, no wait
+/// assert_eq!(inner.fencing_token(), outer.fencing_token());
+/// assert_eq!(lock.hold_count().await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: Arc<str>,
+    keys: Keys,
+    lease: Lease,
+    owner: Option<OwnerId>,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("lease", &self.lease)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the acquire script answered.
+enum AcquireReply {
+    Acquired { token: u64, count: i64 },
+    Held(i64),
+    NotReentered,
+}
+
+impl Lock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock with another lease for future acquisitions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a fixed lease under 1 ms or over a year.
+    pub fn with_lease(mut self, lease: Lease) -> Result<Self> {
+        self.lease = lease.validate()?;
+        Ok(self)
+    }
+
+    /// The same lock, acquired under an explicit owner id: every task or process that
+    /// presents `owner` is the same owner, re-enters and may release.
+    #[must_use]
+    pub fn with_owner(mut self, owner: OwnerId) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Acquires the lock, waiting as long as it takes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point leaves no hold behind (an acquire
+    /// already sent is undone when its reply arrives), no subscription and no task.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        acquire_with_wait(&self.client, &self.keys.channel(), None, || self.attempt())
+            .await?
+            .ok_or_else(|| Error::Protocol("unbounded wait ended without the lock".into()))
+    }
+
+    /// Acquires the lock if it is free or already held by this task; `Ok(None)` if
+    /// another owner holds it. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        match self.attempt().await? {
+            Attempt::Acquired(guard) => Ok(Some(guard)),
+            Attempt::Held(_) => Ok(None),
+        }
+    }
+
+    /// Acquires the lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Lock::lock`].
+    pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        acquire_with_wait(&self.client, &self.keys.channel(), Some(wait), || self.attempt()).await
+    }
+
+    /// Whether anyone holds the lock now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn is_locked(&self) -> Result<bool> {
+        let mut conn = self.client.conn();
+        Ok(conn.exists(self.keys.main()).await?)
+    }
+
+    /// How many holds this task (or the explicit owner) has on the lock; 0 if none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn hold_count(&self) -> Result<u32> {
+        let Some(owner) = self.current_owner() else {
+            return Ok(0);
+        };
+        let mut conn = self.client.conn();
+        let count: Option<u32> = conn.hget(self.keys.main(), owner.to_string()).await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// The lock's remaining time to live in Redis; `None` when it is not held (or has no
+    /// expiry, which ferrisson never sets).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let mut conn = self.client.conn();
+        let pttl: i64 = conn.pttl(self.keys.main()).await?;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters. The holder's guards see
+    /// the loss at their next renewal. Returns whether a lock was deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let mut conn = self.client.conn();
+        let deleted: i64 = SCRIPTS
+            .force_release
+            .key(self.keys.main())
+            .key(self.keys.channel())
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    /// The owner this task would acquire as: the explicit one, or the owner of a live
+    /// hold this task may re-enter.
+    fn current_owner(&self) -> Option<OwnerId> {
+        self.owner.or_else(|| {
+            self.client
+                .inner
+                .holds
+                .find(self.keys.main(), None, TaskKey::current())
+                .filter(|h| h.is_held())
+                .map(|h| h.owner)
+        })
+    }
+
+    async fn attempt(&self) -> Result<Attempt<LockGuard>> {
+        let task = TaskKey::current();
+        let holds = &self.client.inner.holds;
+        let lease = self.lease.duration(self.client.watchdog_lease());
+        loop {
+            let existing = holds
+                .find(self.keys.main(), self.owner, task)
+                .filter(|h| h.is_held());
+            let owner = existing
+                .as_ref()
+                .map(|h| h.owner)
+                .or(self.owner)
+                .unwrap_or_else(OwnerId::random);
+            // An explicit owner may hold the lock in another process: always 'acquire'.
+            let reenter = existing.is_some() && self.owner.is_none();
+            let sent_at = Instant::now();
+            match self.send_acquire(owner, lease, reenter).await? {
+                AcquireReply::Held(pttl) => return Ok(Attempt::held(pttl)),
+                AcquireReply::NotReentered => {
+                    // The hold this task believed it had is gone; start a fresh one.
+                    if let Some(hold) = existing {
+                        hold.mark_lost();
+                    }
+                }
+                AcquireReply::Acquired { token, count } => {
+                    let deadline = sent_at + lease;
+                    let hold = match existing {
+                        Some(hold) if count > 1 && holds.reattach(&hold) => {
+                            hold.extend(deadline);
+                            hold
+                        }
+                        _ => holds.attach(Hold::new(
+                            &self.name,
+                            self.keys.main(),
+                            &self.keys.channel(),
+                            owner,
+                            FencingToken::new(token),
+                            self.owner.is_none().then_some(task),
+                            deadline,
+                        )),
+                    };
+                    if self.lease == Lease::Watchdog {
+                        self.client.inner.watchdog.watch(&hold);
+                    }
+                    return Ok(Attempt::Acquired(LockGuard {
+                        client: self.client.clone(),
+                        hold,
+                        lease,
+                        released: false,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Runs the acquire script on a spawned task, so that an acquire whose caller went
+    /// away is undone when its reply arrives instead of leaving a hold behind.
+    async fn send_acquire(&self, owner: OwnerId, lease: Duration, reenter: bool) -> Result<AcquireReply> {
+        let (tx, rx) = oneshot::channel();
+        let client = self.client.clone();
+        let key = self.keys.main().to_owned();
+        let fence = self.keys.fence();
+        let channel = self.keys.channel();
+        tokio::spawn(async move {
+            let mut conn = client.conn();
+            let reply: redis::RedisResult<Vec<i64>> = SCRIPTS
+                .lock_acquire
+                .key(&key)
+                .key(&fence)
+                .arg(owner.to_string())
+                .arg(millis(lease))
+                .arg(if reenter { "reenter" } else { "acquire" })
+                .invoke_async(&mut conn)
+                .await;
+            if let Err(Ok(reply)) = tx.send(reply)
+                && reply.first() == Some(&1)
+            {
+                let _ = release_once(&client, &key, &channel, owner, lease).await;
+            }
+        });
+        let reply = rx
+            .await
+            .map_err(|_| Error::Protocol("acquire task was cancelled".into()))??;
+        match reply.as_slice() {
+            [1, token, count] => Ok(AcquireReply::Acquired {
+                token: u64::try_from(*token).map_err(|_| Error::Protocol(format!("fencing token {token}")))?,
+                count: *count,
+            }),
+            [0, pttl] => Ok(AcquireReply::Held(*pttl)),
+            [2] => Ok(AcquireReply::NotReentered),
+            other => Err(Error::Protocol(format!("lock acquire returned {other:?}"))),
+        }
+    }
+}
+
+/// Outcome of the release script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    Freed,
+    StillHeld,
+    AlreadyApplied,
+    Expired,
+    OtherOwner,
+}
+
+/// Releases one hold with a fresh release id (used to undo an orphaned acquire).
+async fn release_once(client: &Client, key: &str, channel: &str, owner: OwnerId, lease: Duration) -> Result<Released> {
+    send_release(client, key, channel, owner, lease, rand::random()).await
+}
+
+async fn send_release(
+    client: &Client,
+    key: &str,
+    channel: &str,
+    owner: OwnerId,
+    lease: Duration,
+    release_id: u64,
+) -> Result<Released> {
+    let mut conn = client.conn();
+    let code: i64 = SCRIPTS
+        .lock_release
+        .key(key)
+        .key(channel)
+        .arg(owner.to_string())
+        .arg(millis(lease))
+        .arg(format!("{release_id:016x}"))
+        .invoke_async(&mut conn)
+        .await?;
+    match code {
+        1 => Ok(Released::Freed),
+        2 => Ok(Released::StillHeld),
+        3 => Ok(Released::AlreadyApplied),
+        0 => Ok(Released::Expired),
+        -1 => Ok(Released::OtherOwner),
+        other => Err(Error::Protocol(format!("lock release returned {other}"))),
+    }
+}
+
+/// Releases one hold, retrying when the reply was lost. A retry never releases twice:
+/// the release id makes the script skip a release it already applied.
+async fn release_hold(client: &Client, hold: &Hold, lease: Duration) -> Result<()> {
+    let release_id: u64 = rand::random();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match send_release(client, &hold.key, &hold.channel, hold.owner, lease, release_id).await {
+            Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
+            // After a lost reply, "gone" or "someone else's" most likely means the first
+            // try went through; the holder learns of a real loss from `lost()`.
+            Ok(Released::Expired | Released::OtherOwner) if attempt > 1 => return Ok(()),
+            Ok(Released::Expired) => {
+                return Err(Error::LeaseExpired {
+                    name: hold.name.clone(),
+                });
+            }
+            Ok(Released::OtherOwner) => {
+                return Err(Error::NotOwner {
+                    name: hold.name.clone(),
+                });
+            }
+            Err(e) if e.is_connection_error() && attempt < RELEASE_ATTEMPTS => {
+                tracing::debug!(lock = %hold.name, error = %e, "release failed; retrying");
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Proof of holding a [`Lock`]; releases one hold when unlocked or dropped.
+///
+/// `unlock().await` is the checked way to release. Dropping the guard releases on a
+/// spawned task (it never blocks) and stops the watchdog for this hold at once.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+/// let guard = lock.lock().await?;
+/// tokio::select! {
+///     () = guard.lost() => eprintln!("lock lost, stop writing"),
+///     () = do_work(guard.fencing_token()) => {}
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// # async fn do_work(_: ferrisson::FencingToken) {}
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    client: Client,
+    hold: Arc<Hold>,
+    lease: Duration,
+    released: bool,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.hold.name)
+            .field("owner", &self.hold.owner)
+            .field("fencing_token", &self.hold.token)
+            .field("held", &self.hold.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockGuard {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.hold.name
+    }
+
+    /// The fencing token of this hold: greater than every earlier holder's, the same for
+    /// every re-entry.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.hold.token
+    }
+
+    /// The owner id this hold is registered under in Redis.
+    pub fn owner(&self) -> OwnerId {
+        self.hold.owner
+    }
+
+    /// True until the lock is found gone or taken, or its lease runs out unrenewed.
+    pub fn is_held(&self) -> bool {
+        self.hold.is_held()
+    }
+
+    /// How long the hold stays valid without another renewal (zero once lost).
+    pub fn remaining(&self) -> Duration {
+        let v = self.hold.validity();
+        if v.lost {
+            return Duration::ZERO;
+        }
+        v.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Resolves when the lock is no longer held: the watchdog found it gone or taken, or
+    /// its lease ran out (renewals failing, or a fixed lease ending).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) {
+        self.hold.lost().await;
+    }
+
+    /// Releases this hold; the lock is free once every hold of its owner is released.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] when the lock had expired, [`Error::NotOwner`] when
+    /// another owner holds it now, [`Error::Redis`] when Redis could not be reached (the
+    /// lock then expires after its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in the sense that the release may or may not have reached Redis;
+    /// the watchdog has stopped either way, so the lock is gone after its lease at worst.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.client.inner.holds.detach(&self.hold);
+        release_hold(&self.client, &self.hold, self.lease).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.client.inner.holds.detach(&self.hold);
+        let client = self.client.clone();
+        let hold = Arc::clone(&self.hold);
+        let lease = self.lease;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = release_hold(&client, &hold, lease).await {
+                        tracing::debug!(lock = %hold.name, error = %e, "release on drop failed");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = %self.hold.name,
+                "lock guard dropped outside a tokio runtime; the lock expires after its lease"
+            ),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The one subscription per client that wakes every local waiter.
+//!
+//! Waiters join a channel; the first joiner makes the client `SUBSCRIBE` (on the shared
+//! RESP3 connection, so the connection count never grows with waiters), the last leaver
+//! makes it `UNSUBSCRIBE`. One actor task issues both, in order, so a late `UNSUBSCRIBE`
+//! can never undo a newer `SUBSCRIBE`, and a waiter dropped mid-subscribe leaks nothing.
+//! A message wakes one waiter of its channel (a release frees one lock); a lost
+//! connection wakes them all, since messages may have been missed while it was down.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::error::{Error, Result};
+
+#[derive(Default)]
+struct Channels {
+    by_name: HashMap<String, ChannelWaiters>,
+}
+
+struct ChannelWaiters {
+    notify: Arc<Notify>,
+    members: usize,
+}
+
+enum Op {
+    Subscribe(String, oneshot::Sender<redis::RedisResult<()>>),
+    Unsubscribe(String),
+}
+
+type Shared = Arc<Mutex<Channels>>;
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Channels> {
+    // A panic while holding this lock cannot leave the map inconsistent (every update is
+    // a single insert/remove/counter change), so a poisoned lock is still usable.
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The client's channel registry and the sender side of its actor.
+pub(crate) struct Subscriptions {
+    shared: Shared,
+    ops: mpsc::UnboundedSender<Op>,
+    ops_rx: Mutex<Option<mpsc::UnboundedReceiver<Op>>>,
+}
+
+impl Subscriptions {
+    /// The registry and the push handler to install on the connection.
+    pub(crate) fn new() -> (Self, impl Fn(PushInfo) -> std::result::Result<(), redis::aio::SendError> + Send + Sync + 'static) {
+        let shared: Shared = Arc::default();
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let for_pushes = Arc::clone(&shared);
+        let on_push = move |push: PushInfo| {
+            dispatch(&for_pushes, &push);
+            Ok(())
+        };
+        let subscriptions = Self {
+            shared,
+            ops,
+            ops_rx: Mutex::new(Some(ops_rx)),
+        };
+        (subscriptions, on_push)
+    }
+
+    /// Starts the actor that issues `SUBSCRIBE`/`UNSUBSCRIBE`; it ends with the client.
+    pub(crate) fn start(&self, conn: ConnectionManager) {
+        let rx = self
+            .ops_rx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(rx) = rx {
+            tokio::spawn(run_actor(conn, rx, Arc::clone(&self.shared)));
+        }
+    }
+
+    /// Joins `channel` and returns once the server confirmed the subscription.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the channel as if `join` had not been called: the
+    /// actor finishes any `SUBSCRIBE` it started and unsubscribes when nobody is left.
+    pub(crate) async fn join(&self, channel: &str) -> Result<Subscription> {
+        let notify = {
+            let mut channels = lock(&self.shared);
+            let entry = channels
+                .by_name
+                .entry(channel.to_owned())
+                .or_insert_with(|| ChannelWaiters {
+                    notify: Arc::new(Notify::new()),
+                    members: 0,
+                });
+            entry.members += 1;
+            Arc::clone(&entry.notify)
+        };
+        // From here on, dropping `subscription` undoes the membership.
+        let subscription = Subscription {
+            channel: channel.to_owned(),
+            notify,
+            shared: Arc::clone(&self.shared),
+            ops: self.ops.clone(),
+        };
+        let (tx, rx) = oneshot::channel();
+        self.ops
+            .send(Op::Subscribe(channel.to_owned(), tx))
+            .map_err(|_| Error::Protocol("client is shutting down".into()))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(subscription),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Error::Protocol("client is shutting down".into())),
+        }
+    }
+
+    /// Number of channels with local waiters (for tests and inspection).
+    pub(crate) fn channel_count(&self) -> usize {
+        lock(&self.shared).by_name.len()
+    }
+}
+
+/// Membership of one waiter in one channel; leaving is dropping it.
+pub(crate) struct Subscription {
+    channel: String,
+    notify: Arc<Notify>,
+    shared: Shared,
+    ops: mpsc::UnboundedSender<Op>,
+}
+
+impl Subscription {
+    /// Waits until a message on the channel wakes this waiter or `timeout` passes.
+    /// Returns true when woken by a message.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a wake-up this waiter took but did not use passes to another waiter.
+    pub(crate) async fn wait(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.notify.notified())
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let last = {
+            let mut channels = lock(&self.shared);
+            match channels.by_name.get_mut(&self.channel) {
+                Some(entry) if entry.members > 1 => {
+                    entry.members -= 1;
+                    false
+                }
+                Some(_) => {
+                    channels.by_name.remove(&self.channel);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last {
+            // The actor re-checks membership before it unsubscribes: a waiter may join
+            // again before this message is handled.
+            let _ = self.ops.send(Op::Unsubscribe(std::mem::take(&mut self.channel)));
+        }
+    }
+}
+
+fn dispatch(shared: &Shared, push: &PushInfo) {
+    match push.kind {
+        PushKind::Message => {
+            let Some(Value::BulkString(channel)) = push.data.first() else {
+                return;
+            };
+            let Ok(channel) = std::str::from_utf8(channel) else {
+                return;
+            };
+            if let Some(waiters) = lock(shared).by_name.get(channel) {
+                waiters.notify.notify_one();
+            }
+        }
+        PushKind::Disconnection => {
+            for waiters in lock(shared).by_name.values() {
+                waiters.notify.notify_waiters();
+                // ...and one stored wake-up for a waiter that is between two waits.
+                waiters.notify.notify_one();
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn run_actor(mut conn: ConnectionManager, mut ops: mpsc::UnboundedReceiver<Op>, shared: Shared) {
+    let mut subscribed: HashSet<String> = HashSet::new();
+    while let Some(op) = ops.recv().await {
+        match op {
+            Op::Subscribe(channel, reply) => {
+                let result = if subscribed.contains(&channel) {
+                    Ok(())
+                } else {
+                    let result = conn.subscribe(&channel).await;
+                    if result.is_ok() {
+                        subscribed.insert(channel);
+                    }
+                    result
+                };
+                let _ = reply.send(result);
+            }
+            Op::Unsubscribe(channel) => {
+                let still_wanted = lock(&shared).by_name.contains_key(&channel);
+                if !still_wanted && subscribed.remove(&channel) {
+                    if let Err(e) = conn.unsubscribe(&channel).await {
+                        tracing::debug!(error = %e, "unsubscribe failed; the server drops it with the connection");
+                    }
+                }
+            }
+        }
+    }
+}

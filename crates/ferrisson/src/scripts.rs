@@ -1,0 +1,48 @@
+//! Every Lua script of the crate, one file each under `lua/`, loaded at connect.
+//!
+//! Calls go through `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a server
+//! restart) makes redis-rs load the script and retry, so a flushed cache costs one extra
+//! round trip, never an error.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+use redis::aio::ConnectionManager;
+
+use crate::error::Result;
+
+macro_rules! scripts {
+    ($($name:ident => $file:literal,)+) => {
+        /// The crate's scripts, compiled once per process.
+        pub(crate) struct Scripts {
+            $(pub(crate) $name: Script,)+
+        }
+
+        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+            $($name: Script::new(include_str!(concat!("../lua/", $file))),)+
+        });
+
+        /// The source of every script, for `SCRIPT LOAD`.
+        const SOURCES: &[&str] = &[$(include_str!(concat!("../lua/", $file)),)+];
+    };
+}
+
+scripts! {
+    lock_acquire => "lock_acquire.lua",
+    lock_release => "lock_release.lua",
+    lock_renew => "lock_renew.lua",
+    force_release => "force_release.lua",
+    simple_acquire => "simple_acquire.lua",
+    simple_release => "simple_release.lua",
+    fenced_set => "fenced_set.lua",
+}
+
+/// Loads every script into the server's script cache (one pipeline).
+pub(crate) async fn preload(conn: &mut ConnectionManager) -> Result<()> {
+    let mut pipe = redis::pipe();
+    for source in SOURCES {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
+    }
+    let _: Vec<String> = pipe.query_async(conn).await?;
+    Ok(())
+}

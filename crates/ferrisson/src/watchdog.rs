@@ -1,0 +1,166 @@
+//! One task per client that renews every held watchdog lock, in batches.
+//!
+//! Each renewal is timed from before its request: a hold stays valid until that instant
+//! plus the lease. Errors are retried until the hold's local deadline; a lock found gone
+//! or taken, or a deadline that passes, fires the hold's lost-lock signal.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::aio::ConnectionManager;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+
+use crate::holds::Hold;
+use crate::lease::millis;
+use crate::scripts::SCRIPTS;
+
+/// Most locks renewed by one script call.
+pub(crate) const BATCH: usize = 100;
+
+struct Shared {
+    holds: Mutex<Vec<Arc<Hold>>>,
+    wake: Notify,
+    lease: Duration,
+}
+
+/// Handle to the client's renewal task.
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(conn: ConnectionManager, lease: Duration, shutdown: oneshot::Receiver<()>) -> Self {
+        let shared = Arc::new(Shared {
+            holds: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            lease,
+        });
+        tokio::spawn(run(conn, Arc::clone(&shared), shutdown));
+        Self { shared }
+    }
+
+    /// Starts renewing `hold` every lease/3 until it is released or lost.
+    pub(crate) fn watch(&self, hold: &Arc<Hold>) {
+        if hold.is_renewing() {
+            return;
+        }
+        hold.start_renewing(self.shared.lease);
+        self.shared
+            .holds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(hold));
+        self.shared.wake.notify_one();
+    }
+
+    /// Number of holds being renewed (for tests and inspection).
+    pub(crate) fn len(&self) -> usize {
+        let mut holds = self.shared.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        holds.retain(|h| h.is_renewing());
+        holds.len()
+    }
+}
+
+async fn run(conn: ConnectionManager, shared: Arc<Shared>, mut shutdown: oneshot::Receiver<()>) {
+    let lease = shared.lease;
+    // Renew holds that fall due within this margin together, to fill batches.
+    let early = lease / 6;
+    let retry_delay = (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        let now = Instant::now();
+        let (due, next_wake) = {
+            let mut holds = shared.holds.lock().unwrap_or_else(PoisonError::into_inner);
+            holds.retain(|h| h.is_renewing());
+            let mut due = Vec::new();
+            let mut next_wake: Option<Instant> = None;
+            for hold in holds.iter() {
+                if now >= hold.validity().deadline {
+                    // Starved past the deadline: the lock may be gone; never renew it now.
+                    tracing::warn!(lock = %hold.name, "lock lost: its lease ran out before a renewal");
+                    hold.mark_lost();
+                    continue;
+                }
+                let at = hold.next_renewal();
+                if at <= now + early {
+                    due.push(Arc::clone(hold));
+                } else {
+                    next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                }
+            }
+            (due, next_wake)
+        };
+
+        if due.is_empty() {
+            let sleep = async {
+                match next_wake {
+                    Some(at) => tokio::time::sleep_until(at - early).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => return,
+                () = shared.wake.notified() => {}
+                () = sleep => {}
+            }
+            continue;
+        }
+
+        let batches = due.chunks(BATCH).map(|batch| renew_batch(conn.clone(), batch, lease, retry_delay));
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = join_all(batches) => {}
+        }
+    }
+}
+
+async fn renew_batch(mut conn: ConnectionManager, batch: &[Arc<Hold>], lease: Duration, retry_delay: Duration) {
+    let mut invocation = SCRIPTS.lock_renew.prepare_invoke();
+    invocation.arg(millis(lease));
+    for hold in batch {
+        invocation.key(&hold.key);
+        invocation.arg(hold.owner.to_string());
+    }
+    // A reply that arrives after every hold's deadline is useless: give up at the earliest.
+    let earliest_deadline = batch
+        .iter()
+        .map(|h| h.validity().deadline)
+        .min()
+        .unwrap_or_else(Instant::now);
+    let sent_at = Instant::now();
+    let reply = tokio::time::timeout_at(
+        earliest_deadline.max(sent_at + retry_delay),
+        invocation.invoke_async::<Vec<i64>>(&mut conn),
+    )
+    .await;
+    match reply {
+        Ok(Ok(renewed)) if renewed.len() == batch.len() => {
+            for (hold, renewed) in batch.iter().zip(renewed) {
+                if renewed == 1 {
+                    hold.extend(sent_at + lease);
+                    hold.set_next_renewal(sent_at + lease / 3);
+                } else {
+                    tracing::warn!(lock = %hold.name, "lock lost: renewal found it gone or taken");
+                    hold.mark_lost();
+                }
+            }
+        }
+        other => {
+            let now = Instant::now();
+            match other {
+                Ok(Ok(_)) => tracing::warn!("lock renewal: malformed reply"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "lock renewal failed; retrying until the lease runs out"),
+                Err(_) => tracing::warn!("lock renewal timed out; retrying until the lease runs out"),
+            }
+            for hold in batch {
+                if now >= hold.validity().deadline {
+                    tracing::warn!(lock = %hold.name, "lock lost: no renewal succeeded before its lease ran out");
+                    hold.mark_lost();
+                } else {
+                    hold.set_next_renewal(now + retry_delay);
+                }
+            }
+        }
+    }
+}
