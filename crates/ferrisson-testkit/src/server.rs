@@ -1,5 +1,6 @@
 //! One `redis-server` process owned by a test.
 
+use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -230,7 +231,7 @@ fn command(port: u16, args: &[&str]) -> io::Result<String> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut request = format!("*{}\r\n", args.len());
     for arg in args {
-        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        let _ = write!(request, "${}\r\n{arg}\r\n", arg.len());
     }
     stream.write_all(request.as_bytes())?;
     let mut reader = BufReader::new(stream);
