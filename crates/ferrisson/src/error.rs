@@ -42,6 +42,14 @@ pub enum Error {
     /// Redis answered something a ferrisson script never returns.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+
+    /// A semaphore was used before anyone set its permits (`try_set_permits` or
+    /// `add_permits`), or after it was deleted: waiting would never succeed.
+    #[error("semaphore {name:?} is not initialized: set its permits first")]
+    NotInitialized {
+        /// The semaphore's name.
+        name: String,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -4,7 +4,8 @@
 //! RESP3 connection, so the connection count never grows with waiters), the last leaver
 //! makes it `UNSUBSCRIBE`. One actor task issues both, in order, so a late `UNSUBSCRIBE`
 //! can never undo a newer `SUBSCRIBE`, and a waiter dropped mid-subscribe leaks nothing.
-//! A message wakes one waiter of its channel (a release frees one lock); a lost
+//! A message wakes one waiter of its channel (a release frees one lock), or as many as its
+//! payload says: a number (permits released) or `all` (a latch reached zero); a lost
 //! connection wakes them all, since messages may have been missed while it was down.
 
 use std::collections::{HashMap, HashSet};
@@ -49,7 +50,10 @@ pub(crate) struct Subscriptions {
 
 impl Subscriptions {
     /// The registry and the push handler to install on the connection.
-    pub(crate) fn new() -> (Self, impl Fn(PushInfo) -> std::result::Result<(), redis::aio::SendError> + Send + Sync + 'static) {
+    pub(crate) fn new() -> (
+        Self,
+        impl Fn(PushInfo) -> std::result::Result<(), redis::aio::SendError> + Send + Sync + 'static,
+    ) {
         let shared: Shared = Arc::default();
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let for_pushes = Arc::clone(&shared);
@@ -161,7 +165,9 @@ impl Drop for Subscription {
         if last {
             // The actor re-checks membership before it unsubscribes: a waiter may join
             // again before this message is handled.
-            let _ = self.ops.send(Op::Unsubscribe(std::mem::take(&mut self.channel)));
+            let _ = self
+                .ops
+                .send(Op::Unsubscribe(std::mem::take(&mut self.channel)));
         }
     }
 }
@@ -176,7 +182,19 @@ fn dispatch(shared: &Shared, push: &PushInfo) {
                 return;
             };
             if let Some(waiters) = lock(shared).by_name.get(channel) {
-                waiters.notify.notify_one();
+                match wakeups(push.data.get(1)) {
+                    Wakeups::All => {
+                        waiters.notify.notify_waiters();
+                        // ...and one stored wake-up for a waiter that is between two waits.
+                        waiters.notify.notify_one();
+                    }
+                    // More wake-ups than members would only pile up as one stored permit.
+                    Wakeups::Some(n) => {
+                        for _ in 0..n.min(waiters.members) {
+                            waiters.notify.notify_one();
+                        }
+                    }
+                }
             }
         }
         PushKind::Disconnection => {
@@ -190,7 +208,32 @@ fn dispatch(shared: &Shared, push: &PushInfo) {
     }
 }
 
-async fn run_actor(mut conn: ConnectionManager, mut ops: mpsc::UnboundedReceiver<Op>, shared: Shared) {
+/// How many local waiters one message wakes.
+#[derive(Debug, PartialEq, Eq)]
+enum Wakeups {
+    Some(usize),
+    All,
+}
+
+/// Reads a message payload: a decimal count (a semaphore release of that many permits),
+/// `all` (a latch reaching zero, a deleted primitive), anything else one (a lock release).
+fn wakeups(payload: Option<&Value>) -> Wakeups {
+    let text = match payload {
+        Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok(),
+        _ => None,
+    };
+    match text {
+        Some("all") => Wakeups::All,
+        Some(text) => text.parse().map_or(Wakeups::Some(1), Wakeups::Some),
+        None => Wakeups::Some(1),
+    }
+}
+
+async fn run_actor(
+    mut conn: ConnectionManager,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    shared: Shared,
+) {
     let mut subscribed: HashSet<String> = HashSet::new();
     while let Some(op) = ops.recv().await {
         match op {
@@ -215,5 +258,24 @@ async fn run_actor(mut conn: ConnectionManager, mut ops: mpsc::UnboundedReceiver
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Value, Wakeups, wakeups};
+
+    fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn payload_says_how_many_to_wake() {
+        assert_eq!(wakeups(Some(&text("released"))), Wakeups::Some(1));
+        assert_eq!(wakeups(Some(&text("3"))), Wakeups::Some(3));
+        assert_eq!(wakeups(Some(&text("0"))), Wakeups::Some(0));
+        assert_eq!(wakeups(Some(&text("-2"))), Wakeups::Some(1));
+        assert_eq!(wakeups(Some(&text("all"))), Wakeups::All);
+        assert_eq!(wakeups(None), Wakeups::Some(1));
     }
 }

@@ -1,0 +1,14 @@
+-- Takes permits from a semaphore if enough are available.
+-- KEYS[1]: the semaphore's available-permit counter
+-- ARGV[1]: number of permits wanted (>= 1)
+-- Returns: 1 acquired; 0 not enough permits available; -1 the semaphore does not exist
+--          (never initialised, or deleted), so waiting for it would never succeed.
+local available = redis.call('GET', KEYS[1])
+if not available then
+  return -1
+end
+if tonumber(available) >= tonumber(ARGV[1]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return 1
+end
+return 0

@@ -1,0 +1,36 @@
+-- Takes one permit of an expirable semaphore under a fresh id, after returning every
+-- permit whose lease ran out (server time, so client clock skew cannot shorten a lease).
+-- KEYS[1]: the semaphore's free-permit counter
+-- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
+-- KEYS[3]: the semaphore's release channel
+-- ARGV[1]: the new permit's id
+-- ARGV[2]: lease in milliseconds
+-- Returns: {1} acquired;
+--          {0, ms until the earliest held permit expires (-1: none is held)} none free;
+--          {-1} the semaphore does not exist (never initialised, or deleted).
+local free = redis.call('GET', KEYS[1])
+if not free then
+  return {-1}
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local reclaimed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+free = tonumber(free) + reclaimed
+if reclaimed > 0 then
+  redis.call('INCRBY', KEYS[1], reclaimed)
+end
+if free >= 1 then
+  redis.call('DECR', KEYS[1])
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+  -- Reclaimed permits this acquire did not take: other clients' waiters may take them.
+  local left = math.min(reclaimed, free - 1)
+  if left > 0 then
+    redis.call('PUBLISH', KEYS[3], left)
+  end
+  return {1}
+end
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if earliest[2] then
+  return {0, tonumber(earliest[2]) - now}
+end
+return {0, -1}
