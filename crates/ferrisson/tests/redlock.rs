@@ -1,0 +1,422 @@
+//! Redlock over independent redis-server processes: quorum, failures, validity, contention.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ferrisson::{Client, Error, Redlock, RedlockGuard};
+use ferrisson_testkit::RedisServer;
+use futures_util::FutureExt;
+use tokio::time::Instant;
+
+fn servers(n: usize) -> anyhow::Result<Vec<RedisServer>> {
+    (0..n).map(|_| Ok(RedisServer::start()?)).collect()
+}
+
+async fn clients(servers: &[RedisServer]) -> anyhow::Result<Vec<Client>> {
+    let mut clients = Vec::new();
+    for server in servers {
+        clients.push(
+            Client::builder(&server.url())
+                .response_timeout(Duration::from_secs(2))
+                .reconnect_retries(0)
+                .connect()
+                .await?,
+        );
+    }
+    Ok(clients)
+}
+
+fn dbsize(server: &RedisServer) -> anyhow::Result<String> {
+    Ok(server.command(&["DBSIZE"])?)
+}
+
+/// Polls `check` every 10 ms for at most `within`; for effects of background tasks.
+async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !check() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+#[tokio::test]
+async fn bad_input_is_rejected() -> anyhow::Result<()> {
+    let servers = servers(2)?;
+    let clients = clients(&servers).await?;
+    assert!(matches!(
+        Redlock::new(&[], "x"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Redlock::new(&clients, ""),
+        Err(Error::InvalidArgument(_))
+    ));
+    let long = "x".repeat(ferrisson::MAX_NAME_LEN + 1);
+    assert!(matches!(
+        Redlock::new(&clients, &long),
+        Err(Error::InvalidArgument(_))
+    ));
+    let twice = [clients[0].clone(), clients[0].clone()];
+    assert!(matches!(
+        Redlock::new(&twice, "x"),
+        Err(Error::InvalidArgument(_))
+    ));
+    let same_url = [
+        clients[0].clone(),
+        Client::connect(&servers[0].url()).await?,
+    ];
+    assert!(matches!(
+        Redlock::new(&same_url, "x"),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    let redlock = Redlock::new(&clients, "x")?;
+    assert_eq!(redlock.quorum(), 2);
+    assert_eq!(redlock.ttl(), ferrisson::DEFAULT_REDLOCK_TTL);
+    assert!(redlock.node_timeout() < redlock.ttl());
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_millis(5),
+        Duration::from_secs(400 * 24 * 3600),
+    ] {
+        assert!(
+            matches!(
+                redlock.clone().with_ttl(ttl),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{ttl:?}"
+        );
+    }
+    let short = redlock.clone().with_ttl(Duration::from_millis(100))?;
+    assert!(matches!(
+        short.clone().with_node_timeout(Duration::from_millis(100)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        short.clone().with_node_timeout(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    let timed = short.with_node_timeout(Duration::from_millis(50))?;
+    assert!(matches!(
+        timed.with_ttl(Duration::from_millis(50)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        redlock.clone().with_retry(Duration::ZERO, Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        redlock
+            .clone()
+            .with_retry(Duration::from_secs(7200), Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    let guard = redlock.try_lock().await?.expect("free");
+    assert!(matches!(
+        guard.extend(Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn majority_excludes_and_unlock_clears_every_node() -> anyhow::Result<()> {
+    let servers = servers(3)?;
+    let mine = Redlock::new(&clients(&servers).await?, "orders")?;
+    let theirs = Redlock::new(&clients(&servers).await?, "orders")?;
+
+    let guard = mine.try_lock().await?.expect("free");
+    assert!(guard.is_valid());
+    assert!(guard.validity() <= Duration::from_millis(10_000 - 102));
+    assert!(theirs.try_lock().await?.is_none());
+    assert!(
+        theirs
+            .lock_timeout(Duration::from_millis(150))
+            .await?
+            .is_none()
+    );
+
+    let state = theirs.inspect().await?;
+    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
+    assert_eq!(state.nodes.len(), 3);
+    for node in &state.nodes {
+        assert!(node.reachable);
+        assert_eq!(node.holder.as_deref(), Some(guard.token()));
+        assert!(
+            node.ttl
+                .is_some_and(|t| t <= mine.ttl() && t > Duration::ZERO)
+        );
+        assert_eq!(node.key, "{orders}");
+    }
+
+    guard.unlock().await?;
+    for server in &servers {
+        assert_eq!(dbsize(server)?, ":0");
+    }
+    assert_eq!(theirs.inspect().await?.majority_holder, None);
+    let next = theirs.try_lock().await?.expect("free after unlock");
+    next.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn failed_attempt_deletes_the_keys_it_set() -> anyhow::Result<()> {
+    let servers = servers(3)?;
+    let redlock = Redlock::new(&clients(&servers).await?, "split")?;
+    // Someone else holds the key on two of three nodes: we can win only one vote.
+    for server in &servers[..2] {
+        assert_eq!(
+            server.command(&["SET", "{split}", "someone", "PX", "60000"])?,
+            "+OK"
+        );
+    }
+    assert!(redlock.try_lock().await?.is_none());
+    assert_eq!(dbsize(&servers[2])?, ":0", "the minority key was released");
+    for server in &servers[..2] {
+        assert_eq!(
+            server.command(&["GET", "{split}"])?,
+            "someone",
+            "others' keys untouched"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn works_with_two_of_five_killed() -> anyhow::Result<()> {
+    let mut servers = servers(5)?;
+    let redlock = Redlock::new(&clients(&servers).await?, "five")?
+        .with_ttl(Duration::from_secs(5))?
+        .with_node_timeout(Duration::from_millis(200))?;
+    servers[0].kill()?;
+    servers[3].kill()?;
+
+    let guard = redlock
+        .lock_timeout(Duration::from_secs(2))
+        .await?
+        .expect("3 of 5 suffice");
+    assert!(guard.is_valid());
+    let state = redlock.inspect().await?;
+    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
+    assert_eq!(state.nodes.iter().filter(|n| !n.reachable).count(), 2);
+    assert!(guard.extend(Duration::from_secs(5)).await?);
+    guard.unlock().await?;
+    for i in [1, 2, 4] {
+        assert_eq!(dbsize(&servers[i])?, ":0");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn refuses_with_three_of_five_killed() -> anyhow::Result<()> {
+    let mut servers = servers(5)?;
+    let redlock = Redlock::new(&clients(&servers).await?, "five")?
+        .with_ttl(Duration::from_secs(5))?
+        .with_node_timeout(Duration::from_millis(200))?;
+    for i in [0, 2, 4] {
+        servers[i].kill()?;
+    }
+    let error = redlock
+        .try_lock()
+        .await
+        .expect_err("2 of 5 cannot make a majority");
+    assert!(error.is_connection_error(), "{error:?}");
+    let error = redlock
+        .lock_timeout(Duration::from_millis(300))
+        .await
+        .expect_err("waiting does not help");
+    assert!(error.is_connection_error(), "{error:?}");
+    // The two live nodes said yes each time; both attempts took their keys back.
+    for i in [1, 3] {
+        assert_eq!(dbsize(&servers[i])?, ":0");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_node_costs_at_most_the_node_timeout() -> anyhow::Result<()> {
+    let servers = servers(5)?;
+    let ttl = Duration::from_secs(2);
+    let redlock = Redlock::new(&clients(&servers).await?, "paused")?
+        .with_ttl(ttl)?
+        .with_node_timeout(Duration::from_millis(50))?;
+    // Warm up every connection so the measured attempt is only the protocol.
+    redlock.try_lock().await?.expect("free").unlock().await?;
+
+    servers[2].pause()?;
+    let started = Instant::now();
+    let guard = redlock.try_lock().await?;
+    let elapsed = started.elapsed();
+    let guard = guard.expect("4 of 5 answer");
+    // Without the per-node timeout the attempt would wait for the 2 s response timeout.
+    assert!(elapsed < ttl / 2, "acquire took {elapsed:?}");
+    assert!(
+        guard.validity() > ttl / 2,
+        "validity {:?}",
+        guard.validity()
+    );
+    let state = redlock.inspect().await?;
+    assert!(!state.nodes[2].reachable);
+    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
+    guard.unlock().await?;
+
+    // The paused node runs the queued SET and then the queued release, in that order.
+    servers[2].resume()?;
+    assert!(
+        eventually(Duration::from_secs(5), || dbsize(&servers[2])
+            .is_ok_and(|s| s == ":0"))
+        .await
+    );
+    for server in &servers {
+        assert_eq!(dbsize(server)?, ":0");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn validity_runs_out_and_extend_needs_a_majority_in_time() -> anyhow::Result<()> {
+    let servers = servers(3)?;
+    let ttl = Duration::from_millis(300);
+    let mine = Redlock::new(&clients(&servers).await?, "short")?.with_ttl(ttl)?;
+    let theirs = Redlock::new(&clients(&servers).await?, "short")?.with_ttl(ttl)?;
+
+    let guard = mine.try_lock().await?.expect("free");
+    assert!(guard.validity() <= Duration::from_millis(300 - 5));
+    assert!(guard.extend(Duration::from_secs(2)).await?);
+    assert!(guard.validity() > ttl, "validity {:?}", guard.validity());
+    for server in &servers {
+        let pttl: u64 = server
+            .command(&["PTTL", "{short}"])?
+            .trim_start_matches(':')
+            .parse()?;
+        assert!(pttl > 300, "pttl {pttl}");
+    }
+    // A shorter extend shortens the validity too.
+    assert!(guard.extend(ttl).await?);
+    assert!(guard.validity() <= ttl);
+
+    // Waiting for the TTL is the point here.
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    assert!(!guard.is_valid());
+    assert_eq!(guard.validity(), Duration::ZERO);
+    let next = theirs.try_lock().await?.expect("expired keys are free");
+    assert!(
+        !guard.extend(ttl).await?,
+        "extend after the validity must fail"
+    );
+    assert!(next.is_valid());
+    assert!(matches!(guard.unlock().await, Err(Error::NotOwner { .. })));
+    assert_eq!(
+        theirs.inspect().await?.majority_holder.as_deref(),
+        Some(next.token())
+    );
+    next.unlock().await?;
+
+    let guard = mine.try_lock().await?.expect("free");
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test]
+async fn dropping_the_guard_releases_every_node() -> anyhow::Result<()> {
+    let servers = servers(3)?;
+    let mine = Redlock::new(&clients(&servers).await?, "drop")?;
+    let theirs = Redlock::new(&clients(&servers).await?, "drop")?
+        .with_retry(Duration::from_millis(5), Duration::from_millis(10))?;
+    drop(mine.try_lock().await?.expect("free"));
+    let next = theirs
+        .lock_timeout(Duration::from_secs(5))
+        .await?
+        .expect("released on drop");
+    next.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_attempts_leave_no_keys() -> anyhow::Result<()> {
+    let servers = servers(3)?;
+    let redlock = Redlock::new(&clients(&servers).await?, "cancel")?;
+    for _ in 0..20 {
+        // Polled once, then dropped while its requests are in flight.
+        assert!(redlock.try_lock().now_or_never().is_none());
+    }
+    let empty = |s: &RedisServer| dbsize(s).is_ok_and(|r| r == ":0");
+    assert!(eventually(Duration::from_secs(5), || servers.iter().all(empty)).await);
+    let guard = redlock.try_lock().await?.expect("nothing left behind");
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_contending_clients_make_progress_and_leave_no_keys() -> anyhow::Result<()> {
+    const TASKS: usize = 20;
+    const ROUNDS: u64 = 5;
+    let servers = servers(5)?;
+    let counter = Arc::new(AtomicU64::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let redlock = Redlock::new(&clients(&servers).await?, "counter")?
+            .with_ttl(Duration::from_secs(10))?
+            .with_node_timeout(Duration::from_secs(1))?
+            .with_retry(Duration::from_millis(2), Duration::from_millis(20))?;
+        let counter = Arc::clone(&counter);
+        let inside = Arc::clone(&inside);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard: RedlockGuard = redlock.lock().await?;
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
+                // Read, yield, write: lost updates unless the lock excludes.
+                let value = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counter.store(value + 1, Ordering::SeqCst);
+                inside.fetch_sub(1, Ordering::SeqCst);
+                assert!(guard.is_valid());
+                guard.unlock().await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
+    for server in &servers {
+        assert_eq!(dbsize(server)?, ":0");
+        assert_eq!(server.command(&["KEYS", "*"])?, "*0");
+    }
+    Ok(())
+}
+
+#[test]
+fn futures_and_guards_are_send() {
+    fn send<T: Send>(_: &T) {}
+    fn sync<T: Send + Sync>() {}
+    sync::<Redlock>();
+    sync::<RedlockGuard>();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let _enter = runtime.enter();
+    let redlock: Option<Redlock> = None;
+    if let Some(redlock) = redlock {
+        send(&redlock.lock());
+        send(&redlock.try_lock());
+        send(&redlock.lock_timeout(Duration::ZERO));
+        send(&redlock.inspect());
+    }
+}
