@@ -38,26 +38,32 @@
 mod acquire;
 mod client;
 mod error;
+mod expirable_semaphore;
 mod fair_lock;
 mod fence;
 mod holds;
 mod keys;
+mod latch;
 mod lease;
 mod lock;
 mod owner;
 mod pubsub;
 mod scripts;
+mod semaphore;
 mod simple_lock;
 mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
 pub use error::{Error, Result};
+pub use expirable_semaphore::{ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId};
 pub use fair_lock::{DEFAULT_WAITER_KEEPALIVE, FairLock, FairLockGuard, FairLockInfo, FairWaiter};
 pub use fence::{FencedWrite, FencingToken};
 pub use keys::MAX_NAME_LEN;
+pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, LatchInfo};
 pub use lease::Lease;
 pub use lock::{Lock, LockGuard};
 pub use owner::OwnerId;
+pub use semaphore::{DEFAULT_SEMAPHORE_RECHECK, Semaphore, SemaphoreInfo, SemaphorePermit};
 pub use simple_lock::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard};
 
 impl Client {

@@ -38,6 +38,17 @@ scripts! {
     fair_acquire => "fair_acquire.lua",
     fair_release => "fair_release.lua",
     fair_cancel => "fair_cancel.lua",
+    semaphore_acquire => "semaphore_acquire.lua",
+    semaphore_release => "semaphore_release.lua",
+    semaphore_add => "semaphore_add.lua",
+    semaphore_drain => "semaphore_drain.lua",
+    semaphore_delete => "semaphore_delete.lua",
+    xsem_acquire => "xsem_acquire.lua",
+    xsem_release => "xsem_release.lua",
+    xsem_update_lease => "xsem_update_lease.lua",
+    xsem_inspect => "xsem_inspect.lua",
+    latch_count_down => "latch_count_down.lua",
+    latch_delete => "latch_delete.lua",
 }
 
 /// Loads every script into the server's script cache (one pipeline).
