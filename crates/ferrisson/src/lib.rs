@@ -48,6 +48,7 @@ mod lease;
 mod lock;
 mod owner;
 mod pubsub;
+mod redlock;
 mod scripts;
 mod semaphore;
 mod simple_lock;
@@ -63,6 +64,10 @@ pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, LatchInfo};
 pub use lease::Lease;
 pub use lock::{Lock, LockGuard};
 pub use owner::OwnerId;
+pub use redlock::{
+    DEFAULT_REDLOCK_RETRY_DELAY, DEFAULT_REDLOCK_RETRY_JITTER, DEFAULT_REDLOCK_TTL, Redlock,
+    RedlockGuard, RedlockNodeState, RedlockState,
+};
 pub use semaphore::{DEFAULT_SEMAPHORE_RECHECK, Semaphore, SemaphoreInfo, SemaphorePermit};
 pub use simple_lock::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard};
 

@@ -38,6 +38,7 @@ scripts! {
     fair_acquire => "fair_acquire.lua",
     fair_release => "fair_release.lua",
     fair_cancel => "fair_cancel.lua",
+    redlock_extend => "redlock_extend.lua",
     semaphore_acquire => "semaphore_acquire.lua",
     semaphore_release => "semaphore_release.lua",
     semaphore_add => "semaphore_add.lua",
