@@ -50,6 +50,20 @@ pub enum Error {
         /// The semaphore's name.
         name: String,
     },
+
+    /// A day's id counter passed 2³² − 1: no more ids for that prefix until the next UTC day.
+    #[error("id sequence {key:?} passed 32 bits for its day")]
+    SequenceExhausted {
+        /// The counter's key, with the day in it.
+        key: String,
+    },
+
+    /// The clock reads a time ids cannot hold: before 2022-01-01 or after 2090-01-19.
+    #[error("clock reads {unix_seconds} s since 1970, outside the id range 2022-01-01..2090-01-19")]
+    ClockOutOfRange {
+        /// What the clock read, in seconds since 1970-01-01T00:00:00Z.
+        unix_seconds: i64,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -42,6 +42,7 @@ mod expirable_semaphore;
 mod fair_lock;
 mod fence;
 mod holds;
+mod id;
 mod keys;
 mod latch;
 mod lease;
@@ -59,6 +60,10 @@ pub use error::{Error, Result};
 pub use expirable_semaphore::{ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId};
 pub use fair_lock::{DEFAULT_WAITER_KEEPALIVE, FairLock, FairLockGuard, FairLockInfo, FairWaiter};
 pub use fence::{FencedWrite, FencingToken};
+pub use id::{
+    DEFAULT_MAX_BLOCK, DEFAULT_MIN_BLOCK, DecodedId, ID_EPOCH_UNIX_SECONDS, IdGenerator,
+    IdGeneratorBuilder, MAX_BLOCK, MAX_ID_PREFIX_LEN, MAX_ID_SECONDS,
+};
 pub use keys::MAX_NAME_LEN;
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, LatchInfo};
 pub use lease::Lease;
