@@ -50,7 +50,9 @@ impl RedisServer {
     ///
     /// As [`RedisServer::start`].
     pub fn start_with_args(args: &[&str]) -> io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("ferrisson-redis-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("ferrisson-redis-")
+            .tempdir()?;
         let extra_args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {

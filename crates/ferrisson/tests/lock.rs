@@ -1,0 +1,564 @@
+//! The reentrant lock against a real redis-server.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{client_with_lease, eventually, raw, server_and_client};
+use ferrisson::{Client, Error, Lease, OwnerId};
+use redis::AsyncCommands;
+
+/// Non-atomic read-modify-write of a Redis counter: correct only under mutual exclusion.
+async fn unsafe_increment(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> anyhow::Result<()> {
+    let value: i64 = conn.get::<_, Option<i64>>(key).await?.unwrap_or(0);
+    tokio::task::yield_now().await;
+    let () = conn.set(key, value + 1).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tasks_exclude_each_other() -> anyhow::Result<()> {
+    const TASKS: usize = 32;
+    const ROUNDS: usize = 200;
+    let (server, client) = server_and_client().await?;
+    let lock = client.lock("counter")?;
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let lock = lock.clone();
+        let mut conn = raw(&server).await?;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = lock.lock().await?;
+                unsafe_increment(&mut conn, "count").await?;
+                guard.unlock().await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let total: i64 = raw(&server).await?.get("count").await?;
+    assert_eq!(total, (TASKS * ROUNDS) as i64);
+    assert!(!lock.is_locked().await?);
+    assert_eq!(client.stats().holds, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_in_one_task_counts_holds() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("seed-004")?;
+    // The seed's deduct() holds the lock and calls test(), which takes it again.
+    let outer = lock.lock().await?;
+    let inner = lock.try_lock().await?.expect("re-entry never waits");
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    assert_eq!(inner.owner(), outer.owner());
+    assert_eq!(lock.hold_count().await?, 2);
+
+    // Another task is another owner, even while this one holds the lock.
+    let other = lock.clone();
+    let from_other_task = tokio::spawn(async move {
+        let held = other.try_lock().await?.is_some();
+        anyhow::Ok((held, other.hold_count().await?))
+    })
+    .await??;
+    assert_eq!(from_other_task, (false, 0));
+
+    inner.unlock().await?;
+    assert_eq!(lock.hold_count().await?, 1);
+    assert!(lock.is_locked().await?);
+    outer.unlock().await?;
+    assert_eq!(lock.hold_count().await?, 0);
+    assert!(!lock.is_locked().await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_outliving_its_task_is_not_reentered_by_new_tasks() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("moved")?;
+    let acquirer = lock.clone();
+    // The acquiring task ends; its guard lives on elsewhere.
+    let guard = tokio::spawn(async move { acquirer.lock().await }).await??;
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let lock = lock.clone();
+        tasks.push(tokio::spawn(async move {
+            lock.try_lock().await.map(|g| g.is_some())
+        }));
+    }
+    for task in tasks {
+        assert!(
+            !task.await??,
+            "a new task re-entered a lock held by a live guard"
+        );
+    }
+    // Released from a task other than the one that acquired it.
+    tokio::spawn(async move { guard.unlock().await }).await??;
+    assert!(!lock.is_locked().await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_owner_shares_one_hold_across_tasks_and_clients() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let second_client = Client::connect(&server.url()).await?;
+    let owner = OwnerId::random();
+    let first = client.lock("handover")?.with_owner(owner).lock().await?;
+    let lock = second_client.lock("handover")?.with_owner(owner);
+    let second = tokio::spawn(async move { lock.try_lock().await })
+        .await??
+        .expect("same owner re-enters");
+    assert_eq!(second.fencing_token(), first.fencing_token());
+    assert_eq!(
+        client
+            .lock("handover")?
+            .with_owner(owner)
+            .hold_count()
+            .await?,
+        2
+    );
+    assert!(
+        client.lock("handover")?.try_lock().await?.is_none(),
+        "a fresh owner must wait"
+    );
+    first.unlock().await?;
+    second.unlock().await?;
+    assert!(!client.lock("handover")?.is_locked().await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_grow_with_every_new_owner() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("fenced")?;
+    let mut previous = None;
+    for _ in 0..5 {
+        let guard = lock.lock().await?;
+        let token = guard.fencing_token();
+        if let Some(previous) = previous {
+            assert!(token > previous);
+        }
+        previous = Some(token);
+        guard.unlock().await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_set_refuses_an_older_token() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client
+        .lock("ledger")?
+        .with_lease(Lease::Fixed(Duration::from_millis(200)))?;
+    let stale = lock.lock().await?;
+    let stale_token = stale.fencing_token();
+    stale.lost().await; // the fixed lease runs out
+    let fresh = lock.lock().await?;
+    assert!(
+        client
+            .fenced_set("balance", b"new", fresh.fencing_token())
+            .await?
+            .is_accepted()
+    );
+    let write = client.fenced_set("balance", b"stale", stale_token).await?;
+    assert_eq!(
+        write,
+        ferrisson::FencedWrite::Refused {
+            highest: fresh.fencing_token()
+        }
+    );
+    assert_eq!(
+        client.fenced_get("balance").await?,
+        Some((b"new".to_vec(), fresh.fencing_token()))
+    );
+    // The same holder may write again.
+    assert!(
+        client
+            .fenced_set("balance", b"newer", fresh.fencing_token())
+            .await?
+            .is_accepted()
+    );
+    fresh.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_lease_expires_and_stale_release_leaves_the_new_holder_alone() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client
+        .lock("fixed")?
+        .with_lease(Lease::Fixed(Duration::from_millis(300)))?;
+    let first = lock.lock().await?;
+    assert!(first.is_held());
+    let ttl = lock.remaining_ttl().await?.expect("held");
+    assert!(ttl <= Duration::from_millis(300));
+    first.lost().await;
+    assert!(!first.is_held());
+    assert_eq!(first.remaining(), Duration::ZERO);
+
+    let waiter = client.lock("fixed")?;
+    let second = tokio::spawn(async move { waiter.lock().await }).await??;
+    match first.unlock().await {
+        Err(Error::NotOwner { name }) => assert_eq!(name, "fixed"),
+        other => panic!("expected NotOwner, got {other:?}"),
+    }
+    assert!(
+        lock.is_locked().await?,
+        "the stale release must not free the new holder's lock"
+    );
+    second.unlock().await?;
+
+    let expired = lock.lock().await?;
+    expired.lost().await;
+    assert!(matches!(
+        expired.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_the_lock_past_three_leases() -> anyhow::Result<()> {
+    let lease = Duration::from_millis(900);
+    let server = ferrisson_testkit::RedisServer::start()?;
+    let client = client_with_lease(&server, lease).await?;
+    let lock = client.lock("watched")?;
+    let guard = lock.lock().await?;
+    let started = tokio::time::Instant::now();
+    let mut refreshes = 0;
+    let mut last_ttl = lock.remaining_ttl().await?.expect("held");
+    // Time passing is the point here: sample the TTL until three leases have gone by.
+    while started.elapsed() < lease * 3 + lease / 2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ttl = lock
+            .remaining_ttl()
+            .await?
+            .expect("the watchdog must keep the lock");
+        if ttl > last_ttl + Duration::from_millis(100) {
+            refreshes += 1; // seen going 900 -> 600 -> 900, as the seed's 30 -> 20 -> 30
+        }
+        last_ttl = ttl;
+    }
+    assert!(guard.is_held());
+    assert!(
+        refreshes >= 6,
+        "expected a renewal every lease/3, saw {refreshes}"
+    );
+    guard.unlock().await?;
+    assert!(!lock.is_locked().await?);
+    assert_eq!(client.stats().renewing, 0, "renewal stops with the unlock");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_the_key_is_deleted_under_the_holder() -> anyhow::Result<()> {
+    let server = ferrisson_testkit::RedisServer::start()?;
+    let client = client_with_lease(&server, Duration::from_millis(600)).await?;
+    let guard = client.lock("deleted")?.lock().await?;
+    assert!(guard.is_held());
+    let () = raw(&server).await?.del("{deleted}").await?;
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("lost() must fire after the next renewal");
+    assert!(!guard.is_held());
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_guard_releases_and_wakes_a_waiter() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("dropped")?;
+    let guard = lock.lock().await?;
+    let waiter = lock.clone();
+    let waiting = tokio::spawn(async move { waiter.lock_timeout(Duration::from_secs(10)).await });
+    drop(guard);
+    // Well inside the 30 s lease: the drop released it and the release woke the waiter.
+    let next = waiting
+        .await??
+        .expect("the dropped guard released the lock");
+    next.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_timeout_gives_up_with_none() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("busy")?;
+    let guard = lock.lock().await?;
+    let other = lock.clone();
+    let result =
+        tokio::spawn(async move { other.lock_timeout(Duration::from_millis(100)).await }).await??;
+    assert!(result.is_none());
+    assert_eq!(client.stats().waiting_channels, 0);
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let holder = client
+        .lock("quiet")?
+        .with_lease(Lease::Fixed(Duration::from_secs(20)))?;
+    let guard = holder.lock().await?;
+    let mut waiters = Vec::new();
+    for i in 0..100 {
+        let lock = client.lock(if i % 2 == 0 { "quiet" } else { "quiet-too" })?;
+        waiters.push(tokio::spawn(
+            async move { lock.lock().await?.unlock().await },
+        ));
+    }
+    let other = client
+        .lock("quiet-too")?
+        .with_lease(Lease::Fixed(Duration::from_secs(20)))?;
+    // Held from another task, so the waiters of "quiet-too" really wait.
+    let other_guard = tokio::spawn(async move { other.lock().await }).await??;
+    let mut conn = raw(&server).await?;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let client = client.clone();
+            async move { client.stats().waiting_channels == 2 }
+        })
+        .await
+    );
+    let before = commands_processed(&mut conn).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = commands_processed(&mut conn).await?;
+    assert!(
+        after - before <= 1,
+        "waiters sent {} commands while waiting",
+        after - before - 1
+    );
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await?;
+    assert_eq!(
+        clients.lines().count(),
+        2,
+        "one connection for the client, one for this check"
+    );
+
+    guard.unlock().await?;
+    other_guard.unlock().await?;
+    for waiter in waiters {
+        waiter.await??;
+    }
+    Ok(())
+}
+
+async fn commands_processed(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<u64> {
+    let info: String = redis::cmd("INFO").arg("stats").query_async(conn).await?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no total_commands_processed in INFO"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dropped_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let baseline_tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    let lock = client.lock("cancel")?;
+    let holder = client.lock("cancel")?;
+    let holding = tokio::spawn(async move {
+        // Hand the lock in and out so futures are dropped while waiting, while their
+        // acquire is in flight, and right after it succeeded.
+        for _ in 0..50 {
+            let guard = holder.lock().await?;
+            tokio::time::sleep(Duration::from_micros(rand_below(2000))).await;
+            guard.unlock().await?;
+            tokio::time::sleep(Duration::from_micros(rand_below(500))).await;
+        }
+        anyhow::Ok(())
+    });
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let lock = lock.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ =
+                tokio::time::timeout(Duration::from_micros(rand_below(20_000)), lock.lock()).await;
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    holding.await??;
+
+    let clean = eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        let client = client.clone();
+        async move {
+            let exists: bool = conn.exists("{cancel}").await.unwrap_or(true);
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_else(|_| vec!["?".into()]);
+            let tasks = tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks();
+            !exists
+                && channels.is_empty()
+                && client.stats() == idle_stats(&client)
+                && tasks <= baseline_tasks
+        }
+    })
+    .await;
+    let exists: bool = conn.exists("{cancel}").await?;
+    assert!(
+        clean,
+        "left behind: lock key {exists}, stats {:?}",
+        client.stats()
+    );
+    Ok(())
+}
+
+fn idle_stats(client: &Client) -> ferrisson::ClientStats {
+    let mut stats = client.stats();
+    stats.waiting_channels = 0;
+    stats.holds = 0;
+    stats.renewing = 0;
+    stats
+}
+
+fn rand_below(max: u64) -> u64 {
+    rand::random::<u64>() % max
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_script_flush() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let lock = client.lock("flushed")?;
+    let guard = lock.lock().await?;
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw(&server).await?)
+        .await?;
+    guard.unlock().await?;
+    let guard = lock.lock().await?;
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw(&server).await?)
+        .await?;
+    assert!(lock.try_lock().await?.is_some(), "re-entry after a flush");
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_a_redis_restart() -> anyhow::Result<()> {
+    let mut server = ferrisson_testkit::RedisServer::start()?;
+    let client = client_with_lease(&server, Duration::from_millis(900)).await?;
+    let lock = client.lock("restarted")?;
+    let guard = lock.lock().await?;
+    server.restart()?; // no persistence: the lock is gone
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the watchdog notices the lost lock");
+    drop(guard);
+    let reacquired = eventually(Duration::from_secs(10), || {
+        let lock = lock.clone();
+        async move { matches!(lock.try_lock().await, Ok(Some(_))) }
+    })
+    .await;
+    assert!(reacquired, "the client reconnects and reloads its scripts");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
+    let (mut server, client) = server_and_client().await?;
+    assert!(matches!(client.lock(""), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        client.lock(&"x".repeat(1025)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(client.lock(&"x".repeat(1024)).is_ok());
+    assert!(matches!(
+        client.simple_lock(""),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        client.lock("l")?.with_lease(Lease::Fixed(Duration::ZERO)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        client.simple_lock("l")?.with_lease(Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Client::builder(&server.url())
+            .watchdog_lease(Duration::ZERO)
+            .connect()
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Client::connect("http://nope").await,
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // A dead Redis: connect fails with the password redacted, commands fail, nothing hangs.
+    let url = format!("redis://:hunter2@127.0.0.1:{}", server.port());
+    server.kill()?;
+    let error = Client::connect(&url).await.expect_err("nothing listens");
+    assert!(matches!(error, Error::Connect { .. }));
+    let shown = format!("{error} {error:?}");
+    assert!(
+        !shown.contains("hunter2") && shown.contains("***"),
+        "{shown}"
+    );
+    let lock = client.lock("down")?;
+    let result = tokio::time::timeout(Duration::from_secs(30), lock.lock()).await?;
+    assert!(matches!(result, Err(Error::Redis(_))), "{result:?}");
+    assert!(format!("{client:?}").contains("127.0.0.1"));
+    Ok(())
+}
+
+#[test]
+fn futures_and_guards_are_send_and_sync() {
+    fn is_send<T: Send>(_: &T) {}
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Client>();
+    send_sync::<ferrisson::Lock>();
+    send_sync::<ferrisson::LockGuard>();
+    send_sync::<ferrisson::SimpleLock>();
+    send_sync::<ferrisson::SimpleLockGuard>();
+    send_sync::<Error>();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let server = ferrisson_testkit::RedisServer::start().expect("redis");
+        let client = Client::connect(&server.url()).await.expect("connect");
+        let lock = client.lock("bounds").expect("name");
+        is_send(&lock.lock());
+        is_send(&lock.try_lock());
+        is_send(&lock.lock_timeout(Duration::from_secs(1)));
+        is_send(&lock.is_locked());
+        is_send(&lock.force_unlock());
+        let simple = client.simple_lock("bounds-simple").expect("name");
+        is_send(&simple.lock());
+        is_send(&simple.try_lock());
+        let guard = lock.lock().await.expect("lock");
+        is_send(&guard.lost());
+        is_send(&guard.unlock());
+    });
+    let _ = Arc::new(());
+}
