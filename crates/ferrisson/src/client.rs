@@ -204,9 +204,15 @@ impl ClientBuilder {
             return Err(Error::invalid("timeouts must be greater than zero"));
         }
         let info = self.url.as_str().into_connection_info().map_err(|e| {
-            Error::invalid(format!("cannot parse redis url {redacted_url}: {:?}", e.kind()))
+            Error::invalid(format!(
+                "cannot parse redis url {redacted_url}: {:?}",
+                e.kind()
+            ))
         })?;
-        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
         let info = info.set_redis_settings(settings);
         let redis_client = redis::Client::open(info).map_err(|e| Error::Connect {
             url: redacted_url.clone(),
@@ -308,7 +314,10 @@ mod tests {
         assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
         assert_eq!(redact_url("redis://pw@h"), "redis://***@h");
         assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
-        assert_eq!(redact_url("redis://u:p@ss@h/1?x=@"), "redis://u:***@h/1?x=@");
+        assert_eq!(
+            redact_url("redis://u:p@ss@h/1?x=@"),
+            "redis://u:***@h/1?x=@"
+        );
         assert_eq!(redact_url("not a url"), "not a url");
     }
 }

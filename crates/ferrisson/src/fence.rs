@@ -108,7 +108,9 @@ impl crate::Client {
             [0, highest] => Ok(FencedWrite::Refused {
                 highest: FencingToken::new(*highest),
             }),
-            other => Err(crate::Error::Protocol(format!("fenced_set returned {other:?}"))),
+            other => Err(crate::Error::Protocol(format!(
+                "fenced_set returned {other:?}"
+            ))),
         }
     }
 
@@ -119,7 +121,10 @@ impl crate::Client {
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid resource
     /// name, [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
-    pub async fn fenced_get(&self, resource: &str) -> crate::Result<Option<(Vec<u8>, FencingToken)>> {
+    pub async fn fenced_get(
+        &self,
+        resource: &str,
+    ) -> crate::Result<Option<(Vec<u8>, FencingToken)>> {
         use redis::AsyncCommands;
         crate::keys::validate_name(resource)?;
         let mut conn = self.conn();

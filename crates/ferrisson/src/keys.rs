@@ -74,7 +74,10 @@ mod tests {
     fn bad_names_are_rejected() {
         assert!(matches!(Keys::new("", ""), Err(Error::InvalidArgument(_))));
         let long = "x".repeat(MAX_NAME_LEN + 1);
-        assert!(matches!(Keys::new("", &long), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            Keys::new("", &long),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(Keys::new("", &"x".repeat(MAX_NAME_LEN)).is_ok());
     }
 }

@@ -158,7 +158,10 @@ impl Lock {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        acquire_with_wait(&self.client, &self.keys.channel(), Some(wait), || self.attempt()).await
+        acquire_with_wait(&self.client, &self.keys.channel(), Some(wait), || {
+            self.attempt()
+        })
+        .await
     }
 
     /// Whether anyone holds the lock now.
@@ -284,7 +287,12 @@ impl Lock {
 
     /// Runs the acquire script on a spawned task, so that an acquire whose caller went
     /// away is undone when its reply arrives instead of leaving a hold behind.
-    async fn send_acquire(&self, owner: OwnerId, lease: Duration, reenter: bool) -> Result<AcquireReply> {
+    async fn send_acquire(
+        &self,
+        owner: OwnerId,
+        lease: Duration,
+        reenter: bool,
+    ) -> Result<AcquireReply> {
         let (tx, rx) = oneshot::channel();
         let client = self.client.clone();
         let key = self.keys.main().to_owned();
@@ -312,7 +320,8 @@ impl Lock {
             .map_err(|_| Error::Protocol("acquire task was cancelled".into()))??;
         match reply.as_slice() {
             [1, token, count] => Ok(AcquireReply::Acquired {
-                token: u64::try_from(*token).map_err(|_| Error::Protocol(format!("fencing token {token}")))?,
+                token: u64::try_from(*token)
+                    .map_err(|_| Error::Protocol(format!("fencing token {token}")))?,
                 count: *count,
             }),
             [0, pttl] => Ok(AcquireReply::Held(*pttl)),
@@ -333,7 +342,13 @@ enum Released {
 }
 
 /// Releases one hold with a fresh release id (used to undo an orphaned acquire).
-async fn release_once(client: &Client, key: &str, channel: &str, owner: OwnerId, lease: Duration) -> Result<Released> {
+async fn release_once(
+    client: &Client,
+    key: &str,
+    channel: &str,
+    owner: OwnerId,
+    lease: Duration,
+) -> Result<Released> {
     send_release(client, key, channel, owner, lease, rand::random()).await
 }
 
@@ -372,7 +387,16 @@ async fn release_hold(client: &Client, hold: &Hold, lease: Duration) -> Result<(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match send_release(client, &hold.key, &hold.channel, hold.owner, lease, release_id).await {
+        match send_release(
+            client,
+            &hold.key,
+            &hold.channel,
+            hold.owner,
+            lease,
+            release_id,
+        )
+        .await
+        {
             Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
             // After a lost reply, "gone" or "someone else's" most likely means the first
             // try went through; the holder learns of a real loss from `lost()`.

@@ -113,7 +113,10 @@ impl SimpleLock {
     ///
     /// Cancel safe, as [`SimpleLock::try_lock`]; no subscription is left behind.
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<SimpleLockGuard>> {
-        acquire_with_wait(&self.client, &self.keys.channel(), Some(wait), || self.attempt()).await
+        acquire_with_wait(&self.client, &self.keys.channel(), Some(wait), || {
+            self.attempt()
+        })
+        .await
     }
 
     /// Acquires the lock, waiting as long as it takes.
@@ -170,7 +173,9 @@ impl SimpleLock {
                 released: false,
             })),
             [0, pttl] => Ok(Attempt::held(*pttl)),
-            other => Err(Error::Protocol(format!("simple acquire returned {other:?}"))),
+            other => Err(Error::Protocol(format!(
+                "simple acquire returned {other:?}"
+            ))),
         }
     }
 }
