@@ -47,6 +47,7 @@ mod keys;
 mod latch;
 mod lease;
 mod lock;
+mod multi_lock;
 mod owner;
 mod pubsub;
 mod redlock;
@@ -68,6 +69,7 @@ pub use keys::MAX_NAME_LEN;
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, LatchInfo};
 pub use lease::Lease;
 pub use lock::{Lock, LockGuard};
+pub use multi_lock::{MULTI_LOCK_BUDGET_PER_LOCK, MultiLock, MultiLockGuard, MultiLockMemberState};
 pub use owner::OwnerId;
 pub use redlock::{
     DEFAULT_REDLOCK_RETRY_DELAY, DEFAULT_REDLOCK_RETRY_JITTER, DEFAULT_REDLOCK_TTL, Redlock,
