@@ -1,0 +1,176 @@
+//! Starts `seckill serve` processes on free ports and stops them.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::app::OrderLock;
+use crate::oversell::LabConfig;
+
+/// The line `seckill serve` prints on stdout once it listens: this prefix, then the address.
+pub const LISTENING_PREFIX: &str = "seckill listening on ";
+
+/// How long an instance may take to print its address and answer `/health`.
+const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What every instance of a cluster is started with.
+#[derive(Debug, Clone)]
+pub struct InstanceArgs {
+    /// The `seckill` binary.
+    pub binary: PathBuf,
+    /// Redis URL.
+    pub redis: String,
+    /// Database URL.
+    pub database: String,
+    /// Redlock servers.
+    pub redlock: Vec<String>,
+    /// The order flow's lock.
+    pub order_lock: OrderLock,
+    /// Watchdog lease.
+    pub watchdog_lease: Duration,
+    /// The lab's knobs.
+    pub lab: LabConfig,
+    /// Where each instance's log goes (`instance-N.log`); none: discarded.
+    pub log_dir: Option<PathBuf>,
+}
+
+/// Running `seckill serve` processes (separate processes, as in a real cluster).
+#[derive(Debug)]
+pub struct Cluster {
+    children: Vec<Child>,
+    urls: Vec<String>,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+impl Cluster {
+    /// Starts `n` instances and waits until each answers `/health`.
+    ///
+    /// # Errors
+    ///
+    /// When a process cannot be started or does not become healthy in 30 s.
+    pub async fn start(n: usize, args: &InstanceArgs) -> anyhow::Result<Self> {
+        let mut cluster = Self {
+            children: Vec::new(),
+            urls: Vec::new(),
+        };
+        for i in 0..n {
+            let (child, url) = start_one(i, args).await?;
+            cluster.children.push(child);
+            cluster.urls.push(url);
+        }
+        let http = reqwest::Client::new();
+        for url in &cluster.urls {
+            wait_healthy(&http, url).await?;
+        }
+        Ok(cluster)
+    }
+
+    /// The instances' base URLs (`http://127.0.0.1:PORT`).
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// Stops every instance with SIGTERM (graceful shutdown), SIGKILL after 10 s.
+    pub async fn stop(mut self) {
+        for child in &mut self.children {
+            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
+        for child in &mut self.children {
+            if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, String)> {
+    let mut cmd = Command::new(&args.binary);
+    cmd.arg("serve")
+        .args(["--redis", &args.redis])
+        .args(["--database", &args.database])
+        .args(["--listen", "127.0.0.1:0"])
+        .args([
+            "--order-lock",
+            match args.order_lock {
+                OrderLock::Redis => "redis",
+                OrderLock::None => "none",
+            },
+        ])
+        .args(["--watchdog-lease", &ms(args.watchdog_lease)])
+        .args(["--lab-lease", &ms(args.lab.lease)])
+        .args(["--lab-lock-wait", &ms(args.lab.lock_wait)])
+        .args(["--lab-fault-at", &args.lab.fault_at.to_string()])
+        .args(["--lab-stall", &ms(args.lab.stall)])
+        .args(["--lab-stall-every", &args.lab.stall_every.to_string()])
+        .args(["--lab-redlock-ttl", &ms(args.lab.redlock_ttl)]);
+    for url in &args.redlock {
+        cmd.args(["--redlock-redis", url]);
+    }
+    let stderr = match &args.log_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            let file = std::fs::File::create(dir.join(format!("instance-{index}.log")))?;
+            Stdio::from(file)
+        }
+        None => Stdio::null(),
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .env(
+            "RUST_LOG",
+            std::env::var("SECKILL_INSTANCE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", display(&args.binary)))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = tokio::time::timeout(STARTUP_DEADLINE, async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(addr) = line.strip_prefix(LISTENING_PREFIX) {
+                return Ok::<_, anyhow::Error>(addr.trim().to_owned());
+            }
+        }
+        anyhow::bail!("instance {index} exited before listening (see its log)")
+    })
+    .await
+    .with_context(|| format!("instance {index} did not start in {STARTUP_DEADLINE:?}"))??;
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, format!("http://{addr}")))
+}
+
+async fn wait_healthy(http: &reqwest::Client, url: &str) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + STARTUP_DEADLINE;
+    loop {
+        let reply = http.get(format!("{url}/health")).send().await;
+        if matches!(&reply, Ok(r) if r.status().is_success()) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("{url} not healthy after {STARTUP_DEADLINE:?}: {reply:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}

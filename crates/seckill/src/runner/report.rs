@@ -1,0 +1,461 @@
+//! The lab's results: the table, `report.json` and `chart.svg`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::{LabOptions, LoadResult, verdict};
+use crate::app::OrderLock;
+use crate::db::Backend;
+use crate::oversell::{LabState, Variant, Verdict};
+
+/// One variant's line of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantRow {
+    /// The variant.
+    pub variant: Variant,
+    /// What the seeds say it does.
+    pub expected: Verdict,
+    /// What it did.
+    pub verdict: Verdict,
+    /// Requests sent.
+    pub requests: usize,
+    /// Units sold, counted in Redis (the database for `db-optimistic`).
+    pub sold: i64,
+    /// Replies that said `sold: true`.
+    pub sold_by_replies: usize,
+    /// Stock left.
+    pub final_stock: i64,
+    /// Units sold beyond the stock.
+    pub oversold: i64,
+    /// Sales whose stock write was overwritten (sold − stock decrease).
+    pub lost_updates: i64,
+    /// Requests without a 2xx reply.
+    pub errors: usize,
+    /// Requests that gave up waiting for a held lock.
+    pub gave_up: i64,
+    /// Deletes that removed another holder's lock.
+    pub foreign_deletes: i64,
+    /// Requests per second.
+    pub throughput: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// What the injected faults did.
+    pub faults: Vec<String>,
+    /// `lab:lock` at the end: present, and its TTL (none: no expiry).
+    pub lock_left: Option<Option<i64>>,
+    /// `watchdog`: the lock's TTL (ms) sampled during each stall.
+    pub ttl_samples: Vec<Vec<i64>>,
+    /// `watchdog`: stalls during which the TTL was seen renewed.
+    pub ttl_refreshed: i64,
+}
+
+impl VariantRow {
+    /// The row of `variant` from its load and the state it left.
+    pub fn new(variant: Variant, stock: i64, load: &LoadResult, state: &LabState) -> Self {
+        let (verdict, sold, oversold, lost_updates) = verdict(variant, stock, state);
+        let final_stock = match variant {
+            Variant::DbOptimistic => state.db_stock.unwrap_or(stock),
+            _ => state.stock.unwrap_or(stock),
+        };
+        Self {
+            variant,
+            expected: variant.expected(),
+            verdict,
+            requests: load.samples.len(),
+            sold,
+            sold_by_replies: load
+                .samples
+                .iter()
+                .filter(|s| s.body.get("sold").and_then(serde_json::Value::as_bool) == Some(true))
+                .count(),
+            final_stock,
+            oversold,
+            lost_updates,
+            errors: load.errors(),
+            gave_up: state.gave_up,
+            foreign_deletes: state.foreign_deletes,
+            throughput: load.throughput(),
+            p50_ms: load.latency_ms(0.5),
+            p99_ms: load.latency_ms(0.99),
+            faults: state.faults.clone(),
+            lock_left: state.lock.present.then_some(state.lock.ttl_ms),
+            ttl_samples: state.ttl_samples.clone(),
+            ttl_refreshed: state.ttl_refreshed,
+        }
+    }
+}
+
+/// One run of the voucher scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct VoucherRow {
+    /// The order flow's lock.
+    pub order_lock: OrderLock,
+    /// Buyers.
+    pub users: usize,
+    /// Attempts per buyer.
+    pub attempts: usize,
+    /// Seckill requests sent.
+    pub requests: usize,
+    /// The voucher's stock.
+    pub stock: i64,
+    /// Orders in the database.
+    pub orders: i64,
+    /// Users holding two or more orders (one per user is the rule).
+    pub users_with_two_orders: i64,
+    /// Stock left in the database.
+    pub stock_left: i64,
+    /// Replies by code (`created`, `SOLD_OUT`, `ALREADY_ORDERED`, ...).
+    pub replies: BTreeMap<String, usize>,
+    /// Requests per second.
+    pub throughput: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+}
+
+/// The whole lab's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// When the report was made (RFC 3339).
+    pub finished_at: String,
+    /// Database backend used.
+    pub database: &'static str,
+    /// Instances started.
+    pub instances: usize,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Requests per client.
+    pub loops: usize,
+    /// Stock per run.
+    pub stock: i64,
+    /// The request that got each fault.
+    pub fault_at: u64,
+    /// Lease of the hand-made expiring locks, ms.
+    pub lease_ms: u128,
+    /// The watchdog variant's stall, ms.
+    pub stall_ms: u128,
+    /// Watchdog lease, ms.
+    pub watchdog_lease_ms: u128,
+    /// One row per variant.
+    pub variants: Vec<VariantRow>,
+    /// The voucher scenario, lock on then off.
+    pub vouchers: Vec<VoucherRow>,
+}
+
+impl Report {
+    /// Assembles the report.
+    pub fn new(
+        options: &LabOptions,
+        backend: Backend,
+        variants: Vec<VariantRow>,
+        vouchers: Vec<VoucherRow>,
+    ) -> Self {
+        Self {
+            finished_at: chrono::Utc::now().to_rfc3339(),
+            database: backend.name(),
+            instances: options.instances,
+            clients: options.clients,
+            loops: options.loops,
+            stock: options.stock,
+            fault_at: options.fault_at,
+            lease_ms: options.lease.as_millis(),
+            stall_ms: options.stall.as_millis(),
+            watchdog_lease_ms: options.watchdog_lease.as_millis(),
+            variants,
+            vouchers,
+        }
+    }
+
+    /// Everything that differs from what the seeds describe: a variant whose verdict is
+    /// not the expected one, a correct variant with errors, a voucher run that oversold,
+    /// or a duplicate order with the lock on. Empty when the lab showed it all.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for row in &self.variants {
+            if row.verdict != row.expected {
+                problems.push(format!(
+                    "{}: expected {}, got {}",
+                    row.variant, row.expected, row.verdict
+                ));
+            } else if row.expected == Verdict::Correct && row.errors > 0 {
+                problems.push(format!("{}: {} requests failed", row.variant, row.errors));
+            }
+        }
+        for v in &self.vouchers {
+            if v.orders + v.stock_left != v.stock {
+                problems.push(format!(
+                    "vouchers (lock {:?}): {} orders + {} left != stock {}",
+                    v.order_lock, v.orders, v.stock_left, v.stock
+                ));
+            }
+            if v.order_lock == OrderLock::Redis && v.users_with_two_orders > 0 {
+                problems.push(format!(
+                    "vouchers with the lock: {} users with two orders",
+                    v.users_with_two_orders
+                ));
+            }
+        }
+        problems
+    }
+
+    /// The table printed at the end of the lab.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "Oversell lab: {} clients x {} loops = {} requests per variant, stock {}, {} instances, {} database",
+            self.clients,
+            self.loops,
+            self.clients * self.loops,
+            self.stock,
+            self.instances,
+            self.database
+        );
+        let _ = writeln!(
+            t,
+            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9} {:>8} {:>8}  {:<19} expected",
+            "variant",
+            "requests",
+            "sold",
+            "stock",
+            "oversold",
+            "lost",
+            "errors",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "verdict",
+        );
+        for r in &self.variants {
+            let _ = writeln!(
+                t,
+                "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9.0} {:>8.1} {:>8.1}  {:<19} {}",
+                r.variant.name(),
+                r.requests,
+                r.sold,
+                r.final_stock,
+                r.oversold,
+                r.lost_updates,
+                r.errors,
+                r.throughput,
+                r.p50_ms,
+                r.p99_ms,
+                r.verdict.to_string(),
+                if r.verdict == r.expected { "yes" } else { "NO" }
+            );
+        }
+        self.write_notes(&mut t);
+        self.write_vouchers(&mut t);
+        let problems = self.problems();
+        if problems.is_empty() {
+            let _ = writeln!(t, "\nEvery variant behaved as the seeds describe.");
+        } else {
+            let _ = writeln!(t, "\nNot as expected:");
+            for p in problems {
+                let _ = writeln!(t, "  - {p}");
+            }
+        }
+        t
+    }
+
+    fn write_notes(&self, t: &mut String) {
+        let notes: Vec<String> = self
+            .variants
+            .iter()
+            .flat_map(|r| {
+                let mut notes: Vec<String> = r
+                    .faults
+                    .iter()
+                    .map(|f| format!("{}: {f}", r.variant))
+                    .collect();
+                if r.gave_up > 0 && r.verdict == Verdict::Deadlocked {
+                    notes.push(format!(
+                        "{}: {} requests gave up waiting for the orphaned lock",
+                        r.variant, r.gave_up
+                    ));
+                }
+                if r.foreign_deletes > 0 {
+                    notes.push(format!(
+                        "{}: {} deletes removed another holder's lock",
+                        r.variant, r.foreign_deletes
+                    ));
+                }
+                if r.variant == Variant::Watchdog {
+                    for samples in &r.ttl_samples {
+                        notes.push(format!(
+                            "watchdog: lock TTL during a {} ms stall (ms): {}{}",
+                            self.stall_ms,
+                            thin(samples),
+                            if samples.windows(2).any(|w| w[1] > w[0]) {
+                                " — renewed"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                }
+                notes
+            })
+            .collect();
+        if !notes.is_empty() {
+            let _ = writeln!(t, "\nWhat happened:");
+            for n in notes {
+                let _ = writeln!(t, "  - {n}");
+            }
+        }
+    }
+
+    fn write_vouchers(&self, t: &mut String) {
+        if !self.vouchers.is_empty() {
+            let _ = writeln!(t, "\nVoucher flash sale (unique index off):");
+            let _ = writeln!(
+                t,
+                "{:<11} {:>6} {:>9} {:>8} {:>7} {:>16} {:>11} {:>8}  replies",
+                "order lock",
+                "users",
+                "attempts",
+                "requests",
+                "orders",
+                "users w/ 2 orders",
+                "stock left",
+                "req/s"
+            );
+            for v in &self.vouchers {
+                let replies: Vec<String> =
+                    v.replies.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                let _ = writeln!(
+                    t,
+                    "{:<11} {:>6} {:>9} {:>8} {:>7} {:>16} {:>11} {:>8.0}  {}",
+                    match v.order_lock {
+                        OrderLock::Redis => "on",
+                        OrderLock::None => "off",
+                    },
+                    v.users,
+                    v.attempts,
+                    v.requests,
+                    v.orders,
+                    v.users_with_two_orders,
+                    v.stock_left,
+                    v.throughput,
+                    replies.join(", ")
+                );
+            }
+        }
+    }
+
+    /// Writes `report.json`, `table.txt` and `chart.svg` into `dir`.
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be written.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(dir.join("report.json"), json).context("writing report.json")?;
+        std::fs::write(dir.join("table.txt"), self.table()).context("writing table.txt")?;
+        std::fs::write(dir.join("chart.svg"), self.svg()).context("writing chart.svg")?;
+        Ok(())
+    }
+
+    /// Two bar charts side by side: throughput and oversold units per variant.
+    pub fn svg(&self) -> String {
+        let rows = self.variants.len().max(1);
+        let (label_w, panel_w, row_h, top) = (120.0, 300.0, 24.0, 50.0);
+        let width = label_w + 2.0 * panel_w + 60.0;
+        let height = top + rows as f64 * row_h + 30.0;
+        let max_tp = self
+            .variants
+            .iter()
+            .map(|r| r.throughput)
+            .fold(1.0, f64::max);
+        let max_over = self
+            .variants
+            .iter()
+            .map(|r| r.oversold as f64)
+            .fold(1.0, f64::max);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="20" font-size="14" font-weight="bold">Oversell lab: {} requests per variant, stock {}, {} instances</text>"#,
+            10,
+            self.clients * self.loops,
+            self.stock,
+            self.instances
+        );
+        let x1 = label_w;
+        let x2 = label_w + panel_w + 30.0;
+        let _ = writeln!(
+            s,
+            r#"<text x="{x1}" y="{}">throughput (req/s, max {max_tp:.0})</text>"#,
+            top - 10.0
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{x2}" y="{}">oversold units (max {max_over:.0})</text>"#,
+            top - 10.0
+        );
+        for (i, r) in self.variants.iter().enumerate() {
+            let y = top + i as f64 * row_h;
+            let colour = match r.verdict {
+                Verdict::Correct => "#2e7d32",
+                Verdict::Oversold => "#c62828",
+                Verdict::Deadlocked => "#6a1b9a",
+                Verdict::WrongLockDeleted => "#ef6c00",
+                Verdict::Undersold => "#757575",
+            };
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+                label_w - 6.0,
+                y + 15.0,
+                r.variant.name()
+            );
+            let w = (r.throughput / max_tp * (panel_w - 50.0)).max(1.0);
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x1}" y="{}" width="{w:.1}" height="{}" fill="{colour}"/><text x="{:.1}" y="{}">{:.0}</text>"#,
+                y + 3.0,
+                row_h - 8.0,
+                x1 + w + 4.0,
+                y + 15.0,
+                r.throughput
+            );
+            let w = r.oversold as f64 / max_over * (panel_w - 50.0);
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x2}" y="{}" width="{w:.1}" height="{}" fill="{colour}"/><text x="{:.1}" y="{}">{} ({})</text>"#,
+                y + 3.0,
+                row_h - 8.0,
+                x2 + w + 4.0,
+                y + 15.0,
+                r.oversold,
+                r.verdict
+            );
+        }
+        let _ = writeln!(s, "</svg>");
+        s
+    }
+}
+
+/// At most ~12 samples of a series, for the table.
+fn thin(samples: &[i64]) -> String {
+    let step = samples.len().div_ceil(12).max(1);
+    let picked: Vec<String> = samples
+        .iter()
+        .step_by(step)
+        .map(ToString::to_string)
+        .collect();
+    picked.join(" → ")
+}

@@ -1,0 +1,197 @@
+//! Bad input gets a 4xx with a stable code, never a 5xx.
+
+mod common;
+
+use common::{call, cluster, create_voucher, http, instance_args, login};
+use ferrisson_testkit::RedisServer;
+use seckill::OrderLock;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)] // one table of cases
+async fn bad_input_is_a_coded_4xx() {
+    let db = common::TestDb::sqlite();
+    let redis = RedisServer::start().expect("redis-server");
+    let cluster = cluster(1, &instance_args(&redis, &db.url, OrderLock::Redis)).await;
+    let base = &cluster.urls()[0];
+    let http = http();
+    let token = login(&http, base, "13512345678").await;
+    let voucher = create_voucher(&http, base, 5, -60, 3600).await;
+    let json = |path: &str, body: serde_json::Value| http.post(format!("{base}{path}")).json(&body);
+    let raw = |path: &str, body: &'static str| {
+        http.post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let now = chrono::Utc::now();
+    let window = |b: i64, e: i64| {
+        (
+            (now + chrono::Duration::seconds(b)).to_rfc3339(),
+            (now + chrono::Duration::seconds(e)).to_rfc3339(),
+        )
+    };
+    let (b0, e0) = window(0, 60);
+    let (b1, e1) = window(60, 0);
+
+    let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
+        (
+            "bad phone",
+            json("/users/login", serde_json::json!({"phone": "12345"})),
+            400,
+            "INVALID_PHONE",
+        ),
+        (
+            "phone with letters",
+            json("/users/login", serde_json::json!({"phone": "1380013800a"})),
+            400,
+            "INVALID_PHONE",
+        ),
+        (
+            "phone missing",
+            json("/users/login", serde_json::json!({})),
+            400,
+            "MALFORMED_JSON",
+        ),
+        (
+            "malformed json",
+            raw("/users/login", "{\"phone\": "),
+            400,
+            "MALFORMED_JSON",
+        ),
+        (
+            "no content type",
+            http.post(format!("{base}/users/login")).body("{}"),
+            400,
+            "MALFORMED_JSON",
+        ),
+        (
+            "negative stock",
+            json(
+                "/vouchers",
+                serde_json::json!({"title": "t", "stock": -1, "begin_time": b0, "end_time": e0}),
+            ),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            "end before begin",
+            json(
+                "/vouchers",
+                serde_json::json!({"title": "t", "stock": 1, "begin_time": b1, "end_time": e1}),
+            ),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            "empty title",
+            json(
+                "/vouchers",
+                serde_json::json!({"title": "  ", "stock": 1, "begin_time": b0, "end_time": e0}),
+            ),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            "time not RFC 3339",
+            json(
+                "/vouchers",
+                serde_json::json!({"title": "t", "stock": 1, "begin_time": "yesterday", "end_time": e0}),
+            ),
+            400,
+            "MALFORMED_JSON",
+        ),
+        (
+            "stock not a number",
+            json(
+                "/vouchers",
+                serde_json::json!({"title": "t", "stock": "ten", "begin_time": b0, "end_time": e0}),
+            ),
+            400,
+            "MALFORMED_JSON",
+        ),
+        (
+            "unknown voucher",
+            http.get(format!("{base}/vouchers/42")),
+            404,
+            "VOUCHER_NOT_FOUND",
+        ),
+        (
+            "unknown voucher orders",
+            http.get(format!("{base}/vouchers/42/orders")),
+            404,
+            "VOUCHER_NOT_FOUND",
+        ),
+        (
+            "seckill unknown voucher",
+            http.post(format!("{base}/vouchers/42/seckill"))
+                .bearer_auth(&token),
+            404,
+            "VOUCHER_NOT_FOUND",
+        ),
+        (
+            "non-numeric id",
+            http.get(format!("{base}/vouchers/abc")),
+            400,
+            "INVALID_PATH",
+        ),
+        (
+            "seckill without token",
+            http.post(format!("{base}/vouchers/{voucher}/seckill")),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            "seckill with unknown token",
+            http.post(format!("{base}/vouchers/{voucher}/seckill"))
+                .bearer_auth("nope"),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            "seckill with basic auth",
+            http.post(format!("{base}/vouchers/{voucher}/seckill"))
+                .basic_auth("u", Some("p")),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            "unknown lab variant",
+            http.post(format!("{base}/lab/deduct/spinlock")),
+            404,
+            "UNKNOWN_VARIANT",
+        ),
+        (
+            "deduct before stock set",
+            http.post(format!("{base}/lab/deduct/naive")),
+            409,
+            "STOCK_NOT_SET",
+        ),
+        (
+            "negative lab stock",
+            json("/lab/stock", serde_json::json!({"stock": -5})),
+            400,
+            "INVALID_INPUT",
+        ),
+        (
+            "unknown route",
+            http.get(format!("{base}/nothing/here")),
+            404,
+            "NOT_FOUND",
+        ),
+    ];
+    for (what, request, status, code) in cases {
+        let (got, body) = call(request).await;
+        assert_eq!(
+            (got, body["code"].as_str()),
+            (status, Some(code)),
+            "{what}: {body}"
+        );
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: a message"
+        );
+    }
+    // The voucher is untouched by all of that.
+    let (status, v) = call(http.get(format!("{base}/vouchers/{voucher}"))).await;
+    assert_eq!((status, v["stock"].as_i64()), (200, Some(5)));
+    cluster.stop().await;
+}
