@@ -8,49 +8,9 @@ use std::time::Duration;
 
 use ferrisson::{Client, Error, Semaphore, SemaphorePermit};
 use ferrisson_testkit::RedisServer;
+use sync_support::{HANG, NO_RECHECK, calls, raw, until_calls, within};
 
-/// Long enough that a waiter that returns was woken by a message, not by a recheck.
-const NO_RECHECK: Duration = Duration::from_secs(3600);
-/// Upper bound for things that take milliseconds; only there so a bug fails instead of
-/// hanging the suite.
-const HANG: Duration = Duration::from_secs(30);
-
-async fn raw(server: &RedisServer) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    Ok(redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?)
-}
-
-/// How many times the server ran `command` (from `INFO commandstats`).
-async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> anyhow::Result<u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    let prefix = format!("cmdstat_{command}:calls=");
-    Ok(info
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(Ok(0), str::parse)?)
-}
-
-/// Waits until the server has run `command` at least `n` times; the condition is reached
-/// by other tasks and has no event to await.
-async fn until_calls(
-    conn: &mut redis::aio::MultiplexedConnection,
-    command: &str,
-    n: u64,
-) -> anyhow::Result<()> {
-    tokio::time::timeout(HANG, async {
-        while calls(conn, command).await? < n {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        anyhow::Ok(())
-    })
-    .await??;
-    Ok(())
-}
+mod sync_support;
 
 #[tokio::test]
 async fn bad_arguments_are_rejected() -> anyhow::Result<()> {
@@ -195,16 +155,15 @@ async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
     let held = semaphore.acquire().await?;
     let waiter = tokio::spawn({
         let semaphore = semaphore.clone();
-        async move { semaphore.acquire_timeout(HANG).await }
+        async move { within(semaphore.acquire()).await }
     });
     let mut conn = raw(&server).await?;
     // 1 acquire by the holder, 2 by the waiter (before and after joining the channel).
     until_calls(&mut conn, "evalsha", 3).await?;
     assert_eq!(semaphore.available_permits().await?, 0);
     drop(held);
-    let permit = waiter
-        .await??
-        .expect("woken by the drop's release, not by a recheck");
+    // Returned at all: woken by the drop's release (the recheck interval is an hour).
+    let permit = waiter.await??;
     assert_eq!(semaphore.available_permits().await?, 0);
     permit.release().await?;
     assert_eq!(semaphore.available_permits().await?, 1);
@@ -223,7 +182,7 @@ async fn release_wakes_as_many_waiters_as_permits() -> anyhow::Result<()> {
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let semaphore = semaphore.clone();
-            tokio::spawn(async move { semaphore.acquire_timeout(HANG).await })
+            tokio::spawn(async move { within(semaphore.acquire()).await })
         })
         .collect();
     let mut conn = raw(&server).await?;
@@ -241,11 +200,8 @@ async fn release_wakes_as_many_waiters_as_permits() -> anyhow::Result<()> {
     all.release().await?;
     let mut permits = Vec::new();
     for waiter in waiters {
-        permits.push(
-            waiter
-                .await??
-                .expect("each waiter woken by the one release"),
-        );
+        // Returned at all: woken by the one release.
+        permits.push(waiter.await??);
     }
     assert_eq!(semaphore.available_permits().await?, 0);
     // 1 + 6 before, 1 release, and exactly one more attempt per woken waiter.
@@ -265,13 +221,20 @@ async fn delete_wakes_waiters_with_an_error() -> anyhow::Result<()> {
     let held = semaphore.acquire().await?;
     let waiter = tokio::spawn({
         let semaphore = semaphore.clone();
-        async move { semaphore.acquire_timeout(HANG).await }
+        async move { within(semaphore.acquire()).await }
     });
     let mut conn = raw(&server).await?;
     until_calls(&mut conn, "evalsha", 3).await?;
     assert_eq!(semaphore.available_permits().await?, 0);
     assert!(semaphore.delete().await?);
-    assert!(matches!(waiter.await?, Err(Error::NotInitialized { .. })));
+    let woken = waiter.await?.expect_err("the semaphore is gone");
+    assert!(
+        matches!(
+            woken.downcast_ref::<Error>(),
+            Some(Error::NotInitialized { .. })
+        ),
+        "{woken:?}"
+    );
     // Releasing into a deleted semaphore does not recreate it.
     assert!(matches!(
         held.release().await,

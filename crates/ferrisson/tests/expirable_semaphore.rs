@@ -1,0 +1,358 @@
+//! `ExpirableSemaphore` against real redis-server processes: permits by id with leases,
+//! release and lease updates by id, expired permits reclaimed, and a holder process
+//! killed with SIGKILL giving its permit back after its lease.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use ferrisson::{Client, Error, ExpirablePermit, ExpirableSemaphore, PermitId};
+use ferrisson_testkit::RedisServer;
+use sync_support::{HANG, NO_RECHECK, calls, raw, until_calls, within};
+
+mod sync_support;
+
+const LONG: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn bad_arguments_are_rejected() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    assert!(matches!(
+        client.expirable_semaphore(""),
+        Err(Error::InvalidArgument(_))
+    ));
+    let semaphore = client.expirable_semaphore("bad-args")?;
+    semaphore.try_set_permits(1).await?;
+    assert!(matches!(
+        semaphore.acquire(Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        semaphore.try_acquire(Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        semaphore
+            .acquire_timeout(Duration::from_secs(400 * 24 * 3600), LONG)
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        semaphore.add_permits(0).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let permit = semaphore.acquire(LONG).await?;
+    assert!(matches!(
+        semaphore.update_lease(permit.id(), Duration::ZERO).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!("0123".parse::<PermitId>().is_err());
+    assert!("g".repeat(32).parse::<PermitId>().is_err());
+    assert!(permit.release().await?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn never_initialised_semaphore_fails_at_once() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.expirable_semaphore("never-set")?;
+    let waited = tokio::time::timeout(
+        HANG,
+        semaphore.acquire_timeout(LONG, Duration::from_secs(3600)),
+    )
+    .await?;
+    assert!(
+        matches!(waited, Err(Error::NotInitialized { .. })),
+        "{waited:?}"
+    );
+    assert!(matches!(
+        semaphore.try_acquire(LONG).await,
+        Err(Error::NotInitialized { .. })
+    ));
+    assert!(matches!(
+        semaphore.available_permits().await,
+        Err(Error::NotInitialized { .. })
+    ));
+    let info = semaphore.inspect().await?;
+    assert_eq!(info.available_permits, None);
+    assert!(info.held.is_empty());
+    let mut conn = raw(&server).await?;
+    let keys: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await?;
+    assert_eq!(keys, 0, "failed acquires create nothing");
+    Ok(())
+}
+
+#[tokio::test]
+async fn permits_have_ids_and_leases() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.expirable_semaphore("leased")?;
+    assert!(semaphore.try_set_permits(2).await?);
+    assert!(!semaphore.try_set_permits(5).await?);
+
+    let mut first = semaphore.acquire(Duration::from_secs(20)).await?;
+    let second = semaphore
+        .try_acquire(Duration::from_secs(40))
+        .await?
+        .expect("1 of 2 free");
+    assert_ne!(first.id(), second.id());
+    assert!(semaphore.try_acquire(LONG).await?.is_none());
+    assert!(first.remaining() <= Duration::from_secs(20));
+
+    let info = semaphore.inspect().await?;
+    assert_eq!(info.available_permits, Some(0));
+    assert_eq!(info.held_count, 2);
+    let ids: Vec<PermitId> = info.held.iter().map(|p| p.id).collect();
+    assert_eq!(ids, vec![first.id(), second.id()], "earliest expiry first");
+    assert!(info.held[0].remaining <= Duration::from_secs(20));
+    assert!(info.held[0].remaining > Duration::from_secs(10));
+    assert!(info.held[1].remaining > Duration::from_secs(20));
+
+    // A longer lease moves the first permit behind the second.
+    assert!(first.update_lease(Duration::from_secs(60)).await?);
+    assert!(first.remaining() > Duration::from_secs(40));
+    let info = semaphore.inspect().await?;
+    assert_eq!(info.held[1].id, first.id());
+    assert!(info.held[1].remaining > Duration::from_secs(40));
+
+    // Release by id from the handle: once, then unknown.
+    let second_id = second.forget();
+    assert!(semaphore.release(second_id).await?);
+    assert!(
+        !semaphore.release(second_id).await?,
+        "a second release is a no-op"
+    );
+    assert!(!semaphore.update_lease(second_id, LONG).await?);
+    assert_eq!(semaphore.available_permits().await?, 1);
+
+    assert!(first.release().await?);
+    assert_eq!(semaphore.available_permits().await?, 2);
+    semaphore.add_permits(-1).await?;
+    assert_eq!(semaphore.available_permits().await?, 1);
+    assert!(semaphore.delete().await?);
+    assert!(matches!(
+        semaphore.try_acquire(LONG).await,
+        Err(Error::NotInitialized { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_permit_is_reclaimed_and_wakes_a_waiter() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client
+        .expirable_semaphore("expiring")?
+        .with_recheck_interval(NO_RECHECK)?;
+    semaphore.try_set_permits(1).await?;
+    let lease = Duration::from_millis(300);
+    let abandoned = semaphore.acquire(lease).await?.forget();
+    let started = tokio::time::Instant::now();
+    // No release will come: the waiter wakes when the abandoned permit's lease runs out.
+    let permit = within(semaphore.acquire(LONG)).await?;
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "not before the lease ran out"
+    );
+    let info = semaphore.inspect().await?;
+    assert_eq!(
+        info.held.iter().map(|p| p.id).collect::<Vec<_>>(),
+        vec![permit.id()]
+    );
+    assert!(
+        !semaphore.release(abandoned).await?,
+        "the abandoned permit is gone"
+    );
+    assert!(
+        !semaphore.update_lease(abandoned, LONG).await?,
+        "and not revived"
+    );
+    assert_eq!(semaphore.available_permits().await?, 0);
+    assert!(permit.release().await?);
+    assert_eq!(semaphore.available_permits().await?, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn release_after_the_lease_reports_it() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.expirable_semaphore("overrun")?;
+    semaphore.try_set_permits(1).await?;
+    let permit = semaphore.acquire(Duration::from_millis(20)).await?;
+    // Let the lease run out with nobody reclaiming it.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(
+        semaphore.available_permits().await?,
+        1,
+        "an expired permit counts as free"
+    );
+    assert_eq!(semaphore.inspect().await?.held_count, 0);
+    assert!(!permit.release().await?, "false: the lease had run out");
+    assert_eq!(
+        semaphore.available_permits().await?,
+        1,
+        "returned once, not twice"
+    );
+    Ok(())
+}
+
+// current_thread: the waiter runs before the test resumes after a reply on the same
+// connection, so it is waiting when the permit is dropped.
+#[tokio::test(flavor = "current_thread")]
+async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client
+        .expirable_semaphore("drop")?
+        .with_recheck_interval(NO_RECHECK)?;
+    semaphore.try_set_permits(1).await?;
+    let held = semaphore.acquire(Duration::from_secs(3600)).await?;
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { within(semaphore.acquire(LONG)).await }
+    });
+    let mut conn = raw(&server).await?;
+    until_calls(&mut conn, "evalsha", 3).await?;
+    assert_eq!(semaphore.available_permits().await?, 0);
+    drop(held);
+    let permit = waiter.await??; // woken by the release on drop
+    assert_eq!(semaphore.inspect().await?.held_count, 1);
+    assert!(permit.release().await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquire_gives_its_permit_back() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.expirable_semaphore("cancelled")?;
+    semaphore.try_set_permits(1).await?;
+    let mut conn = raw(&server).await?;
+    let before = calls(&mut conn, "evalsha").await?;
+    server.pause()?;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        semaphore.acquire(Duration::from_secs(3600)),
+    )
+    .await;
+    assert!(
+        gave_up.is_err(),
+        "the acquire cannot finish while the server is frozen"
+    );
+    server.resume()?;
+    until_calls(&mut conn, "evalsha", before + 2).await?;
+    let info = semaphore.inspect().await?;
+    assert_eq!(
+        info.available_permits,
+        Some(1),
+        "the orphaned permit came back at once"
+    );
+    assert!(info.held.is_empty());
+    Ok(())
+}
+
+/// Set in the child process that holds a permit until it is killed.
+const HOLDER_URL: &str = "FERRISSON_TEST_PERMIT_HOLDER_URL";
+const HOLDER_LEASE: Duration = Duration::from_secs(4);
+const KILLED_TEST: &str = "killed_holder_gives_its_permit_back_after_its_lease";
+
+/// Kills the holder process if the test fails before it does.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result<()> {
+    if let Ok(url) = std::env::var(HOLDER_URL) {
+        return hold_a_permit_until_killed(&url).await;
+    }
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client
+        .expirable_semaphore("killed")?
+        .with_recheck_interval(NO_RECHECK)?;
+    semaphore.try_set_permits(1).await?;
+
+    // This same test binary, running only this test, in holder mode.
+    let mut holder = KillOnDrop(
+        Command::new(std::env::current_exe()?)
+            .args([KILLED_TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(HOLDER_URL, server.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let stdout = holder.0.stdout.take().expect("piped stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            // libtest may have printed the test's name on the same line.
+            .find_map(|line| {
+                line.split_once("PERMIT ")
+                    .map(|(_, id)| id.trim().to_owned())
+            })
+    });
+    let held_id: PermitId = tokio::time::timeout(HANG, line)
+        .await??
+        .expect("the holder reports its permit")
+        .parse()?;
+    let info = semaphore.inspect().await?;
+    assert_eq!(
+        info.held.iter().map(|p| p.id).collect::<Vec<_>>(),
+        vec![held_id]
+    );
+    assert!(
+        semaphore.try_acquire(LONG).await?.is_none(),
+        "the holder has the only permit"
+    );
+
+    // SIGKILL: no destructor, no release message.
+    holder.0.kill()?;
+    holder.0.wait()?;
+    let after_kill = semaphore.inspect().await?;
+    assert!(
+        after_kill.held.iter().any(|p| p.id == held_id) || after_kill.available_permits == Some(1),
+        "held until its lease runs out: {after_kill:?}"
+    );
+
+    let permit: ExpirablePermit = semaphore
+        .acquire_timeout(LONG, HOLDER_LEASE + HANG)
+        .await?
+        .expect("the dead holder's permit comes back after its lease");
+    let info = semaphore.inspect().await?;
+    assert_eq!(
+        info.held.iter().map(|p| p.id).collect::<Vec<_>>(),
+        vec![permit.id()]
+    );
+    assert!(
+        !semaphore.release(held_id).await?,
+        "the dead holder's permit was reclaimed"
+    );
+    assert!(permit.release().await?);
+    assert_eq!(semaphore.available_permits().await?, 1);
+    Ok(())
+}
+
+/// The child's side: take a permit, say which, and hold it until killed (or until the
+/// parent goes away and closes our stdin).
+async fn hold_a_permit_until_killed(url: &str) -> anyhow::Result<()> {
+    let client = Client::connect(url).await?;
+    let semaphore: ExpirableSemaphore = client.expirable_semaphore("killed")?;
+    let permit = semaphore.acquire(HOLDER_LEASE).await?;
+    let mut out = std::io::stdout();
+    writeln!(out, "PERMIT {}", permit.id())?;
+    out.flush()?;
+    tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new())).await??;
+    // The parent is gone without killing us: leave without releasing, like a crash.
+    std::process::exit(1);
+}
