@@ -21,10 +21,10 @@ pub const MULTI_LOCK_BUDGET_PER_LOCK: Duration = Duration::from_millis(1500);
 /// [`Lease::Watchdog`](crate::Lease::Watchdog) member is renewed while the guard lives,
 /// and each member's fencing token is available.
 ///
-/// Acquiring never waits for one member while holding another: the members are tried
-/// in order; when one is taken, everything already held is released, the caller waits
-/// (event-driven, as [`Lock::lock`]) for that member alone, and then tries the rest
-/// again. Two multi-locks over the same members in different orders therefore cannot
+/// Acquiring never waits for one member while holding another: all members are tried
+/// at once (one round trip when they live on different servers); when one is taken,
+/// everything already held is released, the caller waits (event-driven, as
+/// [`Lock::lock`]) for that member alone, and then tries the rest again. Two multi-locks over the same members in different orders therefore cannot
 /// deadlock. [`MultiLock::lock`] waits in rounds of [`MultiLock::wait_budget`] (by
 /// default 1.5 s per member): a round that runs out releases what it took and the next
 /// round starts from the first member.
@@ -57,7 +57,7 @@ impl fmt::Debug for MultiLock {
 }
 
 impl MultiLock {
-    /// A multi-lock over `locks`, taken in the given order.
+    /// A multi-lock over `locks`; their order is the order of the guard's members.
     ///
     /// # Errors
     ///
@@ -106,7 +106,7 @@ impl MultiLock {
         self.budget
     }
 
-    /// The members, in acquisition order.
+    /// The members, in the order given to [`MultiLock::new`].
     pub fn locks(&self) -> &[Lock] {
         &self.locks
     }
@@ -235,28 +235,63 @@ impl MultiLock {
         }
     }
 
-    /// Tries every member not in `held` once, in order. On the first taken one,
-    /// releases everything held and reports its index.
+    /// Tries every member not in `held` once, all at once (they may live on different
+    /// servers). If one is taken, releases everything held and reports its index.
     async fn pass(&self, held: Vec<(usize, LockGuard)>) -> Result<Pass> {
         let mut guards: Vec<Option<LockGuard>> = self.locks.iter().map(|_| None).collect();
         for (index, guard) in held {
             guards[index] = Some(guard);
         }
-        for (index, lock) in self.locks.iter().enumerate() {
-            if guards[index].is_some() {
-                continue;
-            }
-            match lock.try_lock().await {
+        let pending: Vec<usize> = (0..self.locks.len())
+            .filter(|&i| guards[i].is_none())
+            .collect();
+        let replies = join_all(pending.iter().map(|&i| self.locks[i].try_lock())).await;
+        let mut taken = Vec::new();
+        let mut first_error = None;
+        for (&index, reply) in pending.iter().zip(replies) {
+            match reply {
                 Ok(Some(guard)) => guards[index] = Some(guard),
-                Ok(None) => {
-                    release_all(guards.into_iter().flatten()).await;
-                    return Ok(Pass::Blocked(index));
-                }
+                Ok(None) => taken.push(index),
                 Err(e) => {
-                    release_all(guards.into_iter().flatten()).await;
-                    return Err(e);
+                    first_error.get_or_insert(e);
                 }
             }
+        }
+        let mut blocked = None;
+        if first_error.is_none() {
+            for index in taken {
+                // The same lock named twice races its twin within one pass; now that the
+                // twin's hold exists, a second try re-enters it.
+                let name = self.locks[index].name();
+                let twin_held = guards
+                    .iter()
+                    .zip(&self.locks)
+                    .any(|(guard, lock)| guard.is_some() && lock.name() == name);
+                let retry = if twin_held {
+                    self.locks[index].try_lock().await
+                } else {
+                    Ok(None)
+                };
+                match retry {
+                    Ok(Some(guard)) => guards[index] = Some(guard),
+                    Ok(None) => {
+                        blocked = Some(index);
+                        break;
+                    }
+                    Err(e) => {
+                        first_error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            release_all(guards.into_iter().flatten()).await;
+            return Err(e);
+        }
+        if let Some(index) = blocked {
+            release_all(guards.into_iter().flatten()).await;
+            return Ok(Pass::Blocked(index));
         }
         Ok(Pass::Acquired(MultiLockGuard {
             guards: guards.into_iter().flatten().collect(),

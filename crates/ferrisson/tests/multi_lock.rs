@@ -152,6 +152,20 @@ async fn takes_every_member_and_one_unlock_releases_all() -> anyhow::Result<()> 
 }
 
 #[tokio::test]
+async fn a_lock_named_twice_is_re_entered() -> anyhow::Result<()> {
+    let setup = Setup::start()?;
+    let (a, b) = setup.pair().await?;
+    let multi = MultiLock::new(vec![a.clone(), b, a.clone()])?;
+    let guard = multi.try_lock().await?.expect("free");
+    let tokens = guard.fencing_tokens();
+    assert_eq!(tokens[0], tokens[2], "one hold, entered twice");
+    assert_eq!(a.hold_count().await?, 2);
+    guard.unlock().await?;
+    assert!(!setup.exists(0, "{a}")?);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_taken_member_fails_try_lock_and_the_rest_is_released() -> anyhow::Result<()> {
     let setup = Setup::start()?;
     let (a, b) = setup.pair().await?;
