@@ -21,14 +21,30 @@ use crate::error::ApiError;
 use crate::oversell::Lab;
 use crate::{auth, oversell, vouchers};
 
-/// Which lock guards the per-user check-then-insert of the order flow.
+/// How the order flow keeps one order per user and the stock above zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum OrderLock {
-    /// The ferrisson `Lock` on `lock:order:{userId}`, held until the commit.
-    Redis,
-    /// No lock: only the unique index (if present) stops a second order.
-    None,
+pub enum OrderFlow {
+    /// The seed's flow: the ferrisson `Lock` on `lock:order:{userId}` around the
+    /// per-user check, the conditional decrement and the insert, held until the commit.
+    Lock,
+    /// The same flow without the lock: only the unique index (if present) stops a
+    /// second order. For the lab and as the benchmark's floor.
+    NoLock,
+    /// The seed project's later flow: one Lua script checks and takes the stock and the
+    /// user's one order in Redis, then the order is written to the database.
+    Lua,
+}
+
+impl OrderFlow {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lock => "lock",
+            Self::NoLock => "no-lock",
+            Self::Lua => "lua",
+        }
+    }
 }
 
 /// Everything `seckill serve` is configured with.
@@ -42,8 +58,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// The independent Redis servers of the lab's `redlock` variant.
     pub redlock: Vec<String>,
-    /// The order flow's lock.
-    pub order_lock: OrderLock,
+    /// How orders keep one per user.
+    pub order_flow: OrderFlow,
     /// Login token lifetime, refreshed on each authenticated request (the seed: 30 min).
     pub token_ttl: Duration,
     /// The watchdog lease of ferrisson locks (Redisson's 30 s).
@@ -135,7 +151,7 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     Ok(Json(serde_json::json!({
         "status": "ok",
         "database": state.inner.db.backend().name(),
-        "order_lock": state.inner.config.order_lock,
+        "order_flow": state.inner.config.order_flow,
     })))
 }
 

@@ -24,5 +24,5 @@ pub mod oversell;
 pub mod runner;
 pub mod vouchers;
 
-pub use app::{AppState, OrderLock, ServeConfig, router, serve};
+pub use app::{AppState, OrderFlow, ServeConfig, router, serve};
 pub use oversell::{LabConfig, Variant, Verdict};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use seckill::oversell::{LabConfig, Variant};
 use seckill::runner::{self, LabOptions};
-use seckill::{OrderLock, ServeConfig};
+use seckill::{OrderFlow, ServeConfig};
 
 /// The flash-sale service of the seeds and its oversell lab.
 #[derive(Debug, Parser)]
@@ -43,9 +43,9 @@ struct ServeArgs {
     /// An independent Redis server for the lab's redlock variant (give three).
     #[arg(long = "redlock-redis")]
     redlock_redis: Vec<String>,
-    /// The lock of the order flow's one-order-per-user check.
-    #[arg(long, value_enum, default_value = "redis")]
-    order_lock: OrderLock,
+    /// How the order flow keeps one order per user: the seed's lock, no lock, or Lua.
+    #[arg(long, value_enum, default_value = "lock")]
+    order_flow: OrderFlow,
     /// Login token lifetime.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     token_ttl: Duration,
@@ -162,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
                 database: args.database,
                 listen: args.listen,
                 redlock: args.redlock_redis,
-                order_lock: args.order_lock,
+                order_flow: args.order_flow,
                 token_ttl: args.token_ttl,
                 watchdog_lease: args.watchdog_lease,
                 db_connections: args.db_connections,

@@ -2,15 +2,31 @@
 //! order flow — window check, stock check, one order per user under `lock:order:{userId}`
 //! held until the transaction commits, `UPDATE ... AND stock > 0`, an `IdGenerator` id.
 
+use std::sync::LazyLock;
+
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::app::{ApiJson, ApiPath, AppState, OrderLock};
+use crate::app::{ApiJson, ApiPath, AppState, OrderFlow};
 use crate::auth::CurrentUser;
 use crate::db::{OrderOutcome, OrderRow, VoucherRow};
 use crate::error::ApiError;
+
+static RESERVE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/seckill_reserve.lua")));
+static RELEASE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../lua/seckill_release.lua")));
+
+/// The Redis keys of the `lua` order flow for one voucher: its stock and its buyers.
+/// One hash tag, so both scripts also run on Redis Cluster.
+fn lua_keys(voucher_id: i64) -> (String, String) {
+    (
+        format!("{{seckill:{voucher_id}}}:stock"),
+        format!("{{seckill:{voucher_id}}}:buyers"),
+    )
+}
 
 /// Longest accepted title, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -111,6 +127,13 @@ pub async fn create(
         .db
         .insert_voucher(&row, Utc::now().timestamp_millis())
         .await?;
+    // The `lua` order flow sells from a copy of the stock in Redis.
+    let mut conn = state.inner.redis.clone();
+    let () = redis::cmd("SET")
+        .arg(lua_keys(id).0)
+        .arg(row.stock)
+        .query_async(&mut conn)
+        .await?;
     Ok(Json(serde_json::json!({ "id": id })))
 }
 
@@ -178,8 +201,8 @@ pub async fn seckill(
     if voucher.stock < 1 {
         return Err(ApiError::SoldOut);
     }
-    let order_id = match inner.config.order_lock {
-        OrderLock::Redis => {
+    let order_id = match inner.config.order_flow {
+        OrderFlow::Lock => {
             let lock = inner.locks.lock(&format!("lock:order:{user_id}"))?;
             // The seed's tryLock(): a second concurrent attempt of one user is refused,
             // not queued.
@@ -195,7 +218,8 @@ pub async fn seckill(
             }
             result?
         }
-        OrderLock::None => create_voucher_order(&state, user_id, voucher_id).await?,
+        OrderFlow::NoLock => create_voucher_order(&state, user_id, voucher_id).await?,
+        OrderFlow::Lua => lua_order(&state, user_id, &voucher).await?,
     };
     Ok(Json(serde_json::json!({ "order_id": order_id })))
 }
@@ -220,6 +244,72 @@ async fn create_voucher_order(
         created_ms: Utc::now().timestamp_millis(),
     };
     match inner.db.create_order(&order).await? {
+        OrderOutcome::Created => Ok(order.id),
+        OrderOutcome::SoldOut => Err(ApiError::SoldOut),
+        OrderOutcome::Duplicate => Err(ApiError::AlreadyOrdered(
+            "this user already ordered this voucher",
+        )),
+    }
+}
+
+/// The `lua` flow: reserve the unit and the user's one order in Redis with one script,
+/// then write the order; a refused write gives the reservation back.
+async fn lua_order(state: &AppState, user_id: i64, voucher: &VoucherRow) -> Result<i64, ApiError> {
+    let inner = &state.inner;
+    let (stock_key, buyers_key) = lua_keys(voucher.id);
+    let mut conn = inner.redis.clone();
+    let mut code: i64 = RESERVE
+        .key(&stock_key)
+        .key(&buyers_key)
+        .arg(user_id)
+        .invoke_async(&mut conn)
+        .await?;
+    if code == -1 {
+        // Not loaded (the Redis copy was lost): seed it from the database once. Buyers
+        // are not restored; the unique index then refuses their second order.
+        let _: bool = redis::cmd("SET")
+            .arg(&stock_key)
+            .arg(voucher.stock)
+            .arg("NX")
+            .query_async(&mut conn)
+            .await?;
+        code = RESERVE
+            .key(&stock_key)
+            .key(&buyers_key)
+            .arg(user_id)
+            .invoke_async(&mut conn)
+            .await?;
+    }
+    match code {
+        0 => {}
+        1 => return Err(ApiError::SoldOut),
+        2 => {
+            return Err(ApiError::AlreadyOrdered(
+                "this user already ordered this voucher",
+            ));
+        }
+        other => {
+            return Err(ApiError::Internal(anyhow::anyhow!(
+                "seckill_reserve returned {other}"
+            )));
+        }
+    }
+    let order = OrderRow {
+        id: inner.ids.next_id("order").await?,
+        user_id,
+        voucher_id: voucher.id,
+        created_ms: Utc::now().timestamp_millis(),
+    };
+    let outcome = inner.db.create_order(&order).await;
+    if !matches!(outcome, Ok(OrderOutcome::Created)) {
+        let _: i64 = RELEASE
+            .key(&stock_key)
+            .key(&buyers_key)
+            .arg(user_id)
+            .invoke_async(&mut conn)
+            .await?;
+    }
+    match outcome? {
         OrderOutcome::Created => Ok(order.id),
         OrderOutcome::SoldOut => Err(ApiError::SoldOut),
         OrderOutcome::Duplicate => Err(ApiError::AlreadyOrdered(

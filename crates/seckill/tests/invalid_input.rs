@@ -4,14 +4,14 @@ mod common;
 
 use common::{call, cluster, create_voucher, http, instance_args, login};
 use ferrisson_testkit::RedisServer;
-use seckill::OrderLock;
+use seckill::OrderFlow;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::too_many_lines)] // one table of cases
 async fn bad_input_is_a_coded_4xx() {
     let db = common::TestDb::sqlite();
     let redis = RedisServer::start().expect("redis-server");
-    let cluster = cluster(1, &instance_args(&redis, &db.url, OrderLock::Redis)).await;
+    let cluster = cluster(1, &instance_args(&redis, &db.url, OrderFlow::Lock)).await;
     let base = &cluster.urls()[0];
     let http = http();
     let token = login(&http, base, "13512345678").await;

@@ -9,21 +9,28 @@ use std::collections::HashMap;
 use common::{call, cluster, create_voucher, databases, http, instance_args, login};
 use ferrisson_testkit::RedisServer;
 use futures_util::future::join_all;
-use seckill::OrderLock;
+use seckill::OrderFlow;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn voucher_rules_on_every_backend() {
     for db in databases("voucher_rules_on_every_backend").await {
-        eprintln!("voucher rules on {}", db.backend);
-        voucher_rules(&db.url).await;
+        eprintln!("voucher rules on {} (lock flow)", db.backend);
+        voucher_rules(&db.url, OrderFlow::Lock).await;
         db.cleanup().await;
     }
 }
 
+/// The same rules through the Lua flow (stock and buyers in Redis, then the database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voucher_rules_lua_flow() {
+    let db = common::TestDb::sqlite();
+    voucher_rules(&db.url, OrderFlow::Lua).await;
+}
+
 #[allow(clippy::too_many_lines)] // one scenario, step by step
-async fn voucher_rules(database: &str) {
+async fn voucher_rules(database: &str, flow: OrderFlow) {
     let redis = RedisServer::start().expect("redis-server");
-    let cluster = cluster(2, &instance_args(&redis, database, OrderLock::Redis)).await;
+    let cluster = cluster(2, &instance_args(&redis, database, flow)).await;
     let (a, b) = (&cluster.urls()[0], &cluster.urls()[1]);
     let http = http();
 
@@ -164,7 +171,7 @@ async fn voucher_rules(database: &str) {
 async fn unique_index_backs_up_the_lock() {
     let db = common::TestDb::sqlite();
     let redis = RedisServer::start().expect("redis-server");
-    let cluster = cluster(2, &instance_args(&redis, &db.url, OrderLock::None)).await;
+    let cluster = cluster(2, &instance_args(&redis, &db.url, OrderFlow::NoLock)).await;
     let (a, b) = (&cluster.urls()[0], &cluster.urls()[1]);
     let http = http();
     let voucher = create_voucher(&http, a, 100, -60, 3600).await;

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::app::OrderLock;
+use crate::app::OrderFlow;
 use crate::oversell::LabConfig;
 
 /// The line `seckill serve` prints on stdout once it listens: this prefix, then the address.
@@ -29,7 +29,7 @@ pub struct InstanceArgs {
     /// Redlock servers.
     pub redlock: Vec<String>,
     /// The order flow's lock.
-    pub order_lock: OrderLock,
+    pub order_flow: OrderFlow,
     /// Watchdog lease.
     pub watchdog_lease: Duration,
     /// The lab's knobs.
@@ -104,13 +104,7 @@ async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, 
         .args(["--redis", &args.redis])
         .args(["--database", &args.database])
         .args(["--listen", "127.0.0.1:0"])
-        .args([
-            "--order-lock",
-            match args.order_lock {
-                OrderLock::Redis => "redis",
-                OrderLock::None => "none",
-            },
-        ])
+        .args(["--order-flow", args.order_flow.name()])
         .args(["--watchdog-lease", &ms(args.watchdog_lease)])
         .args(["--lab-lease", &ms(args.lab.lease)])
         .args(["--lab-lock-wait", &ms(args.lab.lock_wait)])

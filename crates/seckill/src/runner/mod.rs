@@ -1,6 +1,7 @@
 //! The lab runner (`seckill lab`): starts Redis servers and `seckill serve` processes,
 //! fires the seed's load at every variant, checks the invariants in Redis and the
-//! database, then runs the voucher scenario with the order lock on and off.
+//! database, then runs the voucher scenario with the seed's lock flow, the same flow
+//! without the lock, and the Lua flow.
 
 mod cluster;
 mod load;
@@ -20,7 +21,7 @@ pub use cluster::{Cluster, InstanceArgs, LISTENING_PREFIX};
 pub use load::{LoadResult, MakeRequest, Sample, fire};
 pub use report::{Report, VariantRow, VoucherRow};
 
-use crate::app::OrderLock;
+use crate::app::OrderFlow;
 use crate::db::Db;
 use crate::oversell::{LabConfig, LabState, Variant, Verdict};
 
@@ -185,7 +186,7 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
         redis: redis_url.clone(),
         database: database.clone(),
         redlock,
-        order_lock: OrderLock::Redis,
+        order_flow: OrderFlow::Lock,
         watchdog_lease: options.watchdog_lease,
         lab: LabConfig {
             lease: options.lease,
@@ -199,7 +200,7 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     };
     let total = options.clients * options.loops;
     let voucher_requests = if options.vouchers {
-        2 * (options.users + options.users * options.attempts)
+        3 * (options.users + options.users * options.attempts)
     } else {
         0
     };
@@ -219,20 +220,22 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
 
     let mut vouchers = Vec::new();
     if options.vouchers {
-        bar.set_message("vouchers, lock on");
-        vouchers.push(run_vouchers(&http, &cluster, &db, options, OrderLock::Redis, &bar).await?);
+        bar.set_message("vouchers, lock");
+        vouchers.push(run_vouchers(&http, &cluster, &db, options, OrderFlow::Lock, &bar).await?);
         cluster.stop().await;
-        let unlocked = Cluster::start(
-            options.instances,
-            &InstanceArgs {
-                order_lock: OrderLock::None,
-                ..instance_args.clone()
-            },
-        )
-        .await?;
-        bar.set_message("vouchers, lock off");
-        vouchers.push(run_vouchers(&http, &unlocked, &db, options, OrderLock::None, &bar).await?);
-        unlocked.stop().await;
+        for flow in [OrderFlow::NoLock, OrderFlow::Lua] {
+            let other = Cluster::start(
+                options.instances,
+                &InstanceArgs {
+                    order_flow: flow,
+                    ..instance_args.clone()
+                },
+            )
+            .await?;
+            bar.set_message(format!("vouchers, {}", flow.name()));
+            vouchers.push(run_vouchers(&http, &other, &db, options, flow, &bar).await?);
+            other.stop().await;
+        }
     } else {
         cluster.stop().await;
     }
@@ -320,7 +323,7 @@ async fn run_vouchers(
     cluster: &Cluster,
     db: &Db,
     options: &LabOptions,
-    lock: OrderLock,
+    flow: OrderFlow,
     bar: &ProgressBar,
 ) -> anyhow::Result<VoucherRow> {
     let urls: Arc<Vec<String>> = Arc::new(cluster.urls().to_vec());
@@ -328,7 +331,7 @@ async fn run_vouchers(
     let voucher: serde_json::Value = http
         .post(format!("{}/vouchers", urls[0]))
         .json(&NewVoucher {
-            title: format!("lab voucher (order lock {lock:?})"),
+            title: format!("lab voucher ({} flow)", flow.name()),
             stock: options.stock,
             begin_time: (now - chrono::Duration::seconds(1)).to_rfc3339(),
             end_time: (now + chrono::Duration::hours(1)).to_rfc3339(),
@@ -343,9 +346,10 @@ async fn run_vouchers(
         .context("POST /vouchers returned no id")?;
 
     // Log every buyer in; phone numbers differ per scenario so the users are fresh.
-    let base: u64 = match lock {
-        OrderLock::Redis => 13_100_000_000,
-        OrderLock::None => 13_200_000_000,
+    let base: u64 = match flow {
+        OrderFlow::Lock => 13_100_000_000,
+        OrderFlow::NoLock => 13_200_000_000,
+        OrderFlow::Lua => 13_300_000_000,
     };
     let progress = bar.clone();
     let on_done: Arc<dyn Fn() + Send + Sync> = Arc::new(move || progress.inc(1));
@@ -397,7 +401,7 @@ async fn run_vouchers(
     let stock_left = db.voucher(voucher_id).await?.map_or(0, |v| v.stock);
     let duplicates = db.users_with_several_orders(voucher_id).await?;
     Ok(VoucherRow {
-        order_lock: lock,
+        order_flow: flow,
         users: options.users,
         attempts,
         requests: load.samples.len(),

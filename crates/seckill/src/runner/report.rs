@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::{LabOptions, LoadResult, verdict};
-use crate::app::OrderLock;
+use crate::app::OrderFlow;
 use crate::db::Backend;
 use crate::oversell::{LabState, Variant, Verdict};
 
@@ -95,7 +95,7 @@ impl VariantRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct VoucherRow {
     /// The order flow's lock.
-    pub order_lock: OrderLock,
+    pub order_flow: OrderFlow,
     /// Buyers.
     pub users: usize,
     /// Attempts per buyer.
@@ -145,7 +145,7 @@ pub struct Report {
     pub watchdog_lease_ms: u128,
     /// One row per variant.
     pub variants: Vec<VariantRow>,
-    /// The voucher scenario, lock on then off.
+    /// The voucher scenario: the lock flow, the same without the lock, the Lua flow.
     pub vouchers: Vec<VoucherRow>,
 }
 
@@ -175,7 +175,8 @@ impl Report {
 
     /// Everything that differs from what the seeds describe: a variant whose verdict is
     /// not the expected one, a correct variant with errors, a voucher run that oversold,
-    /// or a duplicate order with the lock on. Empty when the lab showed it all.
+    /// or a duplicate order in a flow that must prevent it. Empty when the lab showed it
+    /// all.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         for row in &self.variants {
@@ -191,11 +192,14 @@ impl Report {
         for v in &self.vouchers {
             if v.orders + v.stock_left != v.stock {
                 problems.push(format!(
-                    "vouchers (lock {:?}): {} orders + {} left != stock {}",
-                    v.order_lock, v.orders, v.stock_left, v.stock
+                    "vouchers ({} flow): {} orders + {} left != stock {}",
+                    v.order_flow.name(),
+                    v.orders,
+                    v.stock_left,
+                    v.stock
                 ));
             }
-            if v.order_lock == OrderLock::Redis && v.users_with_two_orders > 0 {
+            if v.order_flow == OrderFlow::Lock && v.users_with_two_orders > 0 {
                 problems.push(format!(
                     "vouchers with the lock: {} users with two orders",
                     v.users_with_two_orders
@@ -318,7 +322,7 @@ impl Report {
             let _ = writeln!(
                 t,
                 "{:<11} {:>6} {:>9} {:>8} {:>7} {:>16} {:>11} {:>8}  replies",
-                "order lock",
+                "order flow",
                 "users",
                 "attempts",
                 "requests",
@@ -333,10 +337,7 @@ impl Report {
                 let _ = writeln!(
                     t,
                     "{:<11} {:>6} {:>9} {:>8} {:>7} {:>16} {:>11} {:>8.0}  {}",
-                    match v.order_lock {
-                        OrderLock::Redis => "on",
-                        OrderLock::None => "off",
-                    },
+                    v.order_flow.name(),
                     v.users,
                     v.attempts,
                     v.requests,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ferrisson_testkit::RedisServer;
-use seckill::OrderLock;
+use seckill::OrderFlow;
 use seckill::oversell::LabConfig;
 use seckill::runner::{Cluster, InstanceArgs};
 use sqlx::{Connection, Executor};
@@ -117,13 +117,13 @@ pub async fn databases(test: &str) -> Vec<TestDb> {
 }
 
 /// Instance arguments for tests: short leases and waits.
-pub fn instance_args(redis: &RedisServer, database: &str, order_lock: OrderLock) -> InstanceArgs {
+pub fn instance_args(redis: &RedisServer, database: &str, order_flow: OrderFlow) -> InstanceArgs {
     InstanceArgs {
         binary: binary(),
         redis: redis.url(),
         database: database.to_owned(),
         redlock: Vec::new(),
-        order_lock,
+        order_flow,
         watchdog_lease: Duration::from_secs(5),
         lab: LabConfig {
             lease: Duration::from_millis(500),
