@@ -1,12 +1,12 @@
 //! Global unique ids in the seeds' `RedisIdWorker` layout: 31 bits of seconds since
 //! 2022-01-01 and 32 bits of a per-prefix, per-day counter kept in Redis.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Datelike as _, NaiveDate, Utc};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -364,9 +364,22 @@ impl Inner {
         self.key_for_date(prefix, date)
     }
 
+    /// `{namespace}icr:{prefix}:{yyyy:MM:dd}`, built by hand: per-id mode builds one per
+    /// id, and chrono's `format` costs more than the rest of the key.
     fn key_for_date(&self, prefix: &str, date: NaiveDate) -> String {
-        self.client
-            .namespaced(&format!("icr:{prefix}:{}", date.format("%Y:%m:%d")))
+        let namespace = self.client.namespace();
+        let mut key = String::with_capacity(namespace.len() + prefix.len() + 16);
+        key.push_str(namespace);
+        key.push_str("icr:");
+        key.push_str(prefix);
+        let _ = write!(
+            key,
+            ":{:04}:{:02}:{:02}",
+            date.year(),
+            date.month(),
+            date.day()
+        );
+        key
     }
 }
 

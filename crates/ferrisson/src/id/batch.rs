@@ -44,6 +44,17 @@ impl fmt::Debug for Batcher {
     }
 }
 
+/// What [`Batcher::take`] did for one caller.
+enum Step {
+    /// An id from stock.
+    Ready(i64),
+    /// An id from stock, and a reservation to start for the next block.
+    Prefetch(i64, Reservation),
+    /// The caller is queued; a reservation to start if the ones in flight do not cover it.
+    Wait(oneshot::Receiver<Result<i64>>, Option<Reservation>),
+    Failed(Error),
+}
+
 /// The batched state of one prefix.
 struct Slot {
     prefix: Box<str>,
@@ -97,45 +108,69 @@ impl Batcher {
 
     pub(super) async fn next_id(&self, inner: &Arc<Inner>, prefix: &str) -> Result<i64> {
         let seconds = inner.seconds()?;
-        let slot = self.slot(prefix)?;
-        let (waiting, reservation) = {
-            let mut state = slot.lock();
-            let seconds = seconds.max(seconds_of(state.last));
-            let day = day_of(seconds);
-            state.roll_to(day);
-            if state.waiters.is_empty()
-                && let Some(sequence) = state.pop(seconds)
-            {
-                let id = compose(seconds, sequence);
-                state.last = id;
-                let reservation = state.prefetch(self);
-                drop(state);
+        // The common case, a number in stock, runs under the read guard without touching
+        // the slot's reference count: one map lookup and one mutex per id.
+        let (slot, step) = {
+            let slots = read(&self.slots);
+            match slots.get(prefix) {
+                Some(slot) => match self.take(inner, slot, seconds) {
+                    Step::Ready(id) => return Ok(id),
+                    Step::Failed(e) => return Err(e),
+                    step => (Arc::clone(slot), step),
+                },
+                None => {
+                    drop(slots);
+                    let slot = self.insert_slot(prefix)?;
+                    let step = self.take(inner, &slot, seconds);
+                    (slot, step)
+                }
+            }
+        };
+        match step {
+            Step::Ready(id) => Ok(id),
+            Step::Failed(e) => Err(e),
+            Step::Prefetch(id, reservation) => {
+                spawn_reservation(Arc::clone(inner), slot, reservation);
+                Ok(id)
+            }
+            Step::Wait(waiting, reservation) => {
                 if let Some(reservation) = reservation {
                     spawn_reservation(Arc::clone(inner), slot, reservation);
                 }
-                return Ok(id);
+                waiting.await.map_err(|_| {
+                    Error::Protocol("id reservation task ended without an answer".into())
+                })?
             }
-            if state.exhausted_day == Some(day) {
-                return Err(Error::SequenceExhausted {
-                    key: inner.day_key(&slot.prefix, day),
-                });
-            }
-            let (tx, rx) = oneshot::channel();
-            state.waiters.push_back(tx);
-            (rx, state.cover_waiters(self))
-        };
-        if let Some(reservation) = reservation {
-            spawn_reservation(Arc::clone(inner), slot, reservation);
         }
-        waiting
-            .await
-            .map_err(|_| Error::Protocol("id reservation task ended without an answer".into()))?
     }
 
-    fn slot(&self, prefix: &str) -> Result<Arc<Slot>> {
-        if let Some(slot) = read(&self.slots).get(prefix) {
-            return Ok(Arc::clone(slot));
+    /// Hands out a number from stock, or queues the caller.
+    fn take(&self, inner: &Inner, slot: &Slot, seconds: i64) -> Step {
+        let mut state = slot.lock();
+        let seconds = seconds.max(seconds_of(state.last));
+        let day = day_of(seconds);
+        state.roll_to(day);
+        if state.waiters.is_empty()
+            && let Some(sequence) = state.pop(seconds)
+        {
+            let id = compose(seconds, sequence);
+            state.last = id;
+            return match state.prefetch(self) {
+                Some(reservation) => Step::Prefetch(id, reservation),
+                None => Step::Ready(id),
+            };
         }
+        if state.exhausted_day == Some(day) {
+            return Step::Failed(Error::SequenceExhausted {
+                key: inner.day_key(&slot.prefix, day),
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        state.waiters.push_back(tx);
+        Step::Wait(rx, state.cover_waiters(self))
+    }
+
+    fn insert_slot(&self, prefix: &str) -> Result<Arc<Slot>> {
         validate_prefix(prefix)?;
         let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
         let slot = slots.entry(prefix.into()).or_insert_with(|| {
