@@ -87,12 +87,24 @@ impl Client {
 ///   the next one is fetched before the current one runs out, so a busy process makes one
 ///   round trip per block and callers rarely wait at all.
 ///
-/// Ids from one batched generator increase: an id handed out after another returned is
-/// larger, even if the wall clock steps back (the timestamp then stays at the last second
-/// used). A per-id generator gives the same to any one task calling it in turn.
+/// A caller of a batched generator waits for at most one round trip: a caller that finds
+/// no number left queues, and makes sure the reservations in flight cover every queued
+/// caller, sending one more `INCRBY` if they do not (never one after another). Three
+/// rare cases cost a caller another round trip: a reservation that fails (its uncovered
+/// callers get the error at once), midnight (a block of yesterday is never used for
+/// today), and replies handled out of order (numbers that would not keep ids increasing
+/// are skipped).
 ///
-/// Uniqueness rests on the counters: a Redis that loses them (restart without
-/// persistence, fail-over to a lagging replica) can hand out numbers again.
+/// Ids from one generator and its clones increase: with a batched generator, an id handed
+/// out after another was returned is larger, even if the wall clock steps back (the
+/// timestamp then stays at the last second used until the clock catches up); a per-id
+/// generator gives the same to any one task calling it in turn. Separate generators do
+/// not coordinate, so make one per process and clone it.
+///
+/// Limits of the layout: a prefix gets 2³² ids per UTC day (49 710 per second on
+/// average, [`Error::SequenceExhausted`] past that) and timestamps end in 2090
+/// ([`Error::ClockOutOfRange`]). Uniqueness rests on the counters: a Redis that loses them
+/// (restart without persistence, fail-over to a lagging replica) hands numbers out again.
 ///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {

@@ -664,3 +664,31 @@ fn _futures_are_send(ids: &IdGenerator) {
     is_send(ids.next_ids("x", 2));
     is_send(ids.count_for_day("x", date(2026, 1, 1)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_gives_up_while_waiting_strands_nobody() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let ids = IdGenerator::builder(&client).block_size(2, 2).build()?;
+    // With the server frozen, the reservation stays in flight and the callers queue.
+    server.pause()?;
+    let gave_up = tokio::time::timeout(Duration::from_millis(100), ids.next_id("order")).await;
+    assert!(gave_up.is_err(), "no id can be made while redis is frozen");
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let ids = ids.clone();
+            tokio::spawn(async move { ids.next_id("order").await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    server.resume()?;
+    let mut got = Vec::new();
+    for task in waiting {
+        got.push(task.await??);
+    }
+    got.push(ids.next_id("order").await?);
+    got.sort_unstable();
+    got.dedup();
+    assert_eq!(got.len(), 4, "every caller still queued got its own id");
+    Ok(())
+}

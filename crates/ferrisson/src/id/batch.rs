@@ -254,16 +254,9 @@ impl State {
     /// A reservation to start so that the ones in flight cover every waiter.
     fn cover_waiters(&mut self, batcher: &Batcher) -> Option<Reservation> {
         self.waiters.retain(|w| !w.is_closed());
-        let today = self.day;
-        let covered: u64 = self.available
-            + self
-                .in_flight
-                .iter()
-                .filter(|r| r.day == today)
-                .map(|r| r.size)
-                .sum::<u64>();
+        let covered = self.covered();
         let waiting = self.waiters.len() as u64;
-        if waiting <= covered || self.exhausted_day == Some(today) {
+        if waiting <= covered || self.exhausted_day == Some(self.day) {
             return None;
         }
         let size = self.next_block_size(batcher).max(waiting - covered);
@@ -337,6 +330,7 @@ impl State {
         self.cover_waiters(batcher)
     }
 
+    /// Numbers in stock plus those of today's reservations in flight.
     fn covered(&self) -> u64 {
         let today = self.day;
         self.available
