@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use seckill::oversell::{LabConfig, Variant};
-use seckill::runner::{self, LabOptions};
+use seckill::runner::{self, BenchOptions, LabOptions};
 use seckill::{OrderFlow, ServeConfig};
 
 /// The flash-sale service of the seeds and its oversell lab.
@@ -23,6 +23,33 @@ enum Command {
     Serve(ServeArgs),
     /// Runs the whole oversell lab and the voucher scenario, and prints the table.
     Lab(LabArgs),
+    /// Measures orders per second of the voucher flows (no-lock floor, lock, lua).
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Instances to start.
+    #[arg(long, default_value_t = 2)]
+    instances: usize,
+    /// Concurrent buyers.
+    #[arg(long, default_value_t = 1000)]
+    buyers: usize,
+    /// Orders per round (users buying once each, and the stock).
+    #[arg(long, default_value_t = 5000)]
+    orders: usize,
+    /// Rounds per flow; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Use this Redis instead of starting one.
+    #[arg(long)]
+    redis: Option<String>,
+    /// Use this database instead of a fresh SQLite file per round.
+    #[arg(long)]
+    database: Option<String>,
+    /// Where bench.json goes.
+    #[arg(long, default_value = "target/lab")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -180,6 +207,22 @@ async fn main() -> anyhow::Result<()> {
                 println!("{}{addr}", runner::LISTENING_PREFIX);
             })
             .await
+        }
+        Command::Bench(args) => {
+            init_tracing("warn");
+            let options = BenchOptions {
+                instances: args.instances,
+                buyers: args.buyers,
+                orders: args.orders,
+                rounds: args.rounds,
+                redis: args.redis,
+                database: args.database,
+                out: args.out,
+                ..BenchOptions::new(std::env::current_exe()?)
+            };
+            let report = runner::bench(&options).await?;
+            println!("{}", report.markdown());
+            Ok(())
         }
         Command::Lab(args) => {
             init_tracing("warn");

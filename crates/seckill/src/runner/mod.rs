@@ -3,6 +3,7 @@
 //! database, then runs the voucher scenario with the seed's lock flow, the same flow
 //! without the lock, and the Lua flow.
 
+mod bench;
 mod cluster;
 mod load;
 mod report;
@@ -17,6 +18,7 @@ use ferrisson_testkit::RedisServer;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
 pub use cluster::{Cluster, InstanceArgs, LISTENING_PREFIX};
 pub use load::{LoadResult, MakeRequest, Sample, fire};
 pub use report::{Report, VariantRow, VoucherRow};

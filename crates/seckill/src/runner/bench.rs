@@ -1,0 +1,294 @@
+//! `seckill bench`: orders per second of the voucher flow, two instances, 1,000
+//! concurrent buyers, for the correct flows (the seed's lock flow and the Lua flow) next
+//! to the same flow without any lock, measured in the same run as the floor.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::{
+    Cluster, InstanceArgs, MakeRequest, fire, fresh_sqlite, http_client, instance, start_servers,
+};
+use crate::app::OrderFlow;
+use crate::db::Db;
+use crate::oversell::LabConfig;
+
+/// What `seckill bench` can be told.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// The `seckill` binary to start instances from.
+    pub binary: PathBuf,
+    /// Instances.
+    pub instances: usize,
+    /// Concurrent buyers (clients).
+    pub buyers: usize,
+    /// Orders per round: that many users buy once each, against that much stock.
+    pub orders: usize,
+    /// Rounds per flow (interleaved); the median round is reported.
+    pub rounds: usize,
+    /// Flows to measure; the first is the floor the others are compared with.
+    pub flows: Vec<OrderFlow>,
+    /// An existing Redis to use.
+    pub redis: Option<String>,
+    /// An existing database (default: a fresh SQLite file per round).
+    pub database: Option<String>,
+    /// Output directory (`bench.json`).
+    pub out: PathBuf,
+}
+
+impl BenchOptions {
+    /// Two instances, 1,000 buyers, 5,000 orders, 3 rounds of no-lock, lock and lua.
+    pub fn new(binary: PathBuf) -> Self {
+        Self {
+            binary,
+            instances: 2,
+            buyers: 1000,
+            orders: 5000,
+            rounds: 3,
+            flows: vec![OrderFlow::NoLock, OrderFlow::Lock, OrderFlow::Lua],
+            redis: None,
+            database: None,
+            out: PathBuf::from("target/lab"),
+        }
+    }
+}
+
+/// One flow's median round.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    /// The flow.
+    pub flow: OrderFlow,
+    /// Orders created per second (median round).
+    pub orders_per_s: f64,
+    /// `orders_per_s` of this flow divided by the floor's, same run.
+    pub ratio_to_floor: f64,
+    /// Every round's orders per second.
+    pub rounds: Vec<f64>,
+    /// Orders created in the median round.
+    pub orders: i64,
+    /// Requests without a 2xx reply in the median round.
+    pub errors: usize,
+    /// Median latency of the median round, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency of the median round, ms.
+    pub p99_ms: f64,
+}
+
+/// The benchmark's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Database backend.
+    pub database: &'static str,
+    /// Instances.
+    pub instances: usize,
+    /// Concurrent buyers.
+    pub buyers: usize,
+    /// Orders per round.
+    pub orders: usize,
+    /// One row per flow; the first is the floor.
+    pub rows: Vec<BenchRow>,
+}
+
+impl BenchReport {
+    /// A Markdown table of the result.
+    pub fn markdown(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{} instances, {} concurrent buyers, {} orders per round ({} users buying once, stock {}), {} database; median of {} rounds",
+            self.instances,
+            self.buyers,
+            self.orders,
+            self.orders,
+            self.orders,
+            self.database,
+            self.rows.first().map_or(0, |r| r.rounds.len())
+        );
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "| flow | orders/s | vs no-lock floor | p50 ms | p99 ms | errors | rounds (orders/s) |"
+        );
+        let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---|");
+        for r in &self.rows {
+            let rounds: Vec<String> = r.rounds.iter().map(|x| format!("{x:.0}")).collect();
+            let _ = writeln!(
+                t,
+                "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {} | {} |",
+                r.flow.name(),
+                r.orders_per_s,
+                r.ratio_to_floor,
+                r.p50_ms,
+                r.p99_ms,
+                r.errors,
+                rounds.join(", ")
+            );
+        }
+        t
+    }
+}
+
+struct Round {
+    orders_per_s: f64,
+    orders: i64,
+    errors: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// Runs the benchmark and writes `bench.json` under `out`.
+///
+/// # Errors
+///
+/// When a server or instance cannot be started, or a round's set-up fails.
+pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
+    anyhow::ensure!(!options.flows.is_empty(), "no flow to measure");
+    std::fs::create_dir_all(&options.out)?;
+    let (redis_url, _own) = match &options.redis {
+        Some(url) => (url.clone(), None),
+        None => {
+            let (urls, own) = start_servers(1)?;
+            (urls[0].clone(), Some(own))
+        }
+    };
+    let http = http_client(options.buyers)?;
+    let mut results: Vec<Vec<Round>> = options.flows.iter().map(|_| Vec::new()).collect();
+    let mut backend = "sqlite";
+    for round in 0..options.rounds.max(1) {
+        for (i, &flow) in options.flows.iter().enumerate() {
+            let database = match &options.database {
+                Some(url) => url.clone(),
+                None => fresh_sqlite(&options.out, &format!("bench-{}-{round}.db", flow.name()))?,
+            };
+            let db = Db::connect(&database, 2).await?;
+            backend = db.backend().name();
+            let args = InstanceArgs {
+                binary: options.binary.clone(),
+                redis: redis_url.clone(),
+                database,
+                redlock: Vec::new(),
+                order_flow: flow,
+                watchdog_lease: Duration::from_secs(30),
+                lab: LabConfig::default(),
+                log_dir: Some(options.out.join("logs")),
+            };
+            let cluster = Cluster::start(options.instances, &args).await?;
+            let result = bench_round(&http, &cluster, &db, options, round).await;
+            cluster.stop().await;
+            db.close().await;
+            let r = result?;
+            eprintln!(
+                "bench round {round}: {} {:.0} orders/s ({} orders, {} errors)",
+                flow.name(),
+                r.orders_per_s,
+                r.orders,
+                r.errors
+            );
+            results[i].push(r);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut floor = None;
+    for (flow, mut rounds) in options.flows.iter().copied().zip(results) {
+        rounds.sort_by(|a, b| a.orders_per_s.total_cmp(&b.orders_per_s));
+        let all: Vec<f64> = rounds.iter().map(|r| r.orders_per_s).collect();
+        let median = &rounds[rounds.len() / 2];
+        let floor_value = *floor.get_or_insert(median.orders_per_s);
+        rows.push(BenchRow {
+            flow,
+            orders_per_s: median.orders_per_s,
+            ratio_to_floor: median.orders_per_s / floor_value.max(1e-9),
+            rounds: all,
+            orders: median.orders,
+            errors: median.errors,
+            p50_ms: median.p50_ms,
+            p99_ms: median.p99_ms,
+        });
+    }
+    let report = BenchReport {
+        database: backend,
+        instances: options.instances,
+        buyers: options.buyers,
+        orders: options.orders,
+        rows,
+    };
+    std::fs::write(
+        options.out.join("bench.json"),
+        serde_json::to_string_pretty(&report)?,
+    )
+    .context("writing bench.json")?;
+    Ok(report)
+}
+
+async fn bench_round(
+    http: &reqwest::Client,
+    cluster: &Cluster,
+    db: &Db,
+    options: &BenchOptions,
+    round: usize,
+) -> anyhow::Result<Round> {
+    let urls: Arc<Vec<String>> = Arc::new(cluster.urls().to_vec());
+    let now = chrono::Utc::now();
+    let voucher: serde_json::Value = http
+        .post(format!("{}/vouchers", urls[0]))
+        .json(&serde_json::json!({
+            "title": "bench voucher",
+            "stock": options.orders,
+            "begin_time": (now - chrono::Duration::seconds(1)).to_rfc3339(),
+            "end_time": (now + chrono::Duration::hours(1)).to_rfc3339(),
+        }))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let voucher_id = voucher["id"].as_i64().context("no voucher id")?;
+    let base = 15_000_000_000_u64 + (round as u64) * 10_000_000;
+    let nothing: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
+    let make: MakeRequest = {
+        let urls = Arc::clone(&urls);
+        Arc::new(move |http, i| {
+            http.post(format!("{}/users/login", instance(&urls, i)))
+                .json(&serde_json::json!({ "phone": (base + i as u64).to_string() }))
+        })
+    };
+    let logins = fire(
+        http,
+        options.buyers,
+        options.orders,
+        make,
+        Arc::clone(&nothing),
+    )
+    .await;
+    let tokens: Arc<Vec<String>> = Arc::new(
+        logins
+            .samples
+            .iter()
+            .map(|s| s.body["token"].as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .context("a login failed")?,
+    );
+    let make: MakeRequest = {
+        let urls = Arc::clone(&urls);
+        Arc::new(move |http, i| {
+            http.post(format!(
+                "{}/vouchers/{voucher_id}/seckill",
+                instance(&urls, i)
+            ))
+            .bearer_auth(&tokens[i])
+        })
+    };
+    let load = fire(http, options.buyers, options.orders, make, nothing).await;
+    let orders = db.orders(voucher_id).await?.len() as i64;
+    Ok(Round {
+        orders_per_s: orders as f64 / load.elapsed.as_secs_f64().max(1e-9),
+        orders,
+        errors: load.errors(),
+        p50_ms: load.latency_ms(0.5),
+        p99_ms: load.latency_ms(0.99),
+    })
+}
