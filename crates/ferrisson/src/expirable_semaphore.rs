@@ -31,6 +31,13 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `name` is empty or longer than 1 KiB.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let handle = client.expirable_semaphore("gpu-slots")?;
+    /// assert!(client.expirable_semaphore("").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn expirable_semaphore(&self, name: &str) -> Result<ExpirableSemaphore> {
         let keys = self.keys(name)?;
         Ok(ExpirableSemaphore {
@@ -192,6 +199,12 @@ enum AcquireReply {
 
 impl ExpirableSemaphore {
     /// The semaphore's name.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// assert_eq!(client.expirable_semaphore("gpu")?.name(), "gpu");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
@@ -202,6 +215,13 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `interval` is under 1 ms.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let semaphore = client.expirable_semaphore("gpu")?.with_recheck_interval(Duration::from_secs(5))?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_recheck_interval(mut self, interval: Duration) -> Result<Self> {
         self.recheck = validate_recheck(interval)?;
         Ok(self)
@@ -209,6 +229,13 @@ impl ExpirableSemaphore {
 
     /// Creates the semaphore with `permits` free permits, unless it exists already.
     /// Returns whether it was created.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// semaphore.try_set_permits(4).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -227,6 +254,13 @@ impl ExpirableSemaphore {
     /// Adds `delta` free permits (removes them when negative; the count may go below
     /// zero). Creates the semaphore if it does not exist. Added permits wake as many
     /// waiters.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// semaphore.add_permits(1).await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -249,6 +283,13 @@ impl ExpirableSemaphore {
 
     /// Free permits now, counting those whose lease ran out.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let free = semaphore.available_permits().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
@@ -263,6 +304,14 @@ impl ExpirableSemaphore {
     /// What Redis holds for this semaphore now: free permits and every held permit with
     /// its remaining lease (at most 1,000, earliest expiry first). Read-only.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let info = semaphore.inspect().await?;
+    /// println!("{} free, {} held", info.available_permits.unwrap_or(0), info.held_count);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -271,6 +320,14 @@ impl ExpirableSemaphore {
     }
 
     /// Acquires one permit leased for `lease`, waiting as long as it takes.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let permit = semaphore.acquire(Duration::from_secs(30)).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -291,6 +348,15 @@ impl ExpirableSemaphore {
     /// Acquires one permit leased for `lease` if one is free now (or expired); `Ok(None)`
     /// if not. One round trip.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(permit) = semaphore.try_acquire(Duration::from_secs(30)).await? {
+    ///     permit.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`ExpirableSemaphore::acquire`].
@@ -308,6 +374,16 @@ impl ExpirableSemaphore {
 
     /// Acquires one permit leased for `lease`, waiting at most `wait`; `Ok(None)` when
     /// the wait ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let lease = Duration::from_secs(30);
+    /// if let Some(permit) = semaphore.acquire_timeout(lease, Duration::from_secs(2)).await? {
+    ///     permit.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -352,6 +428,17 @@ impl ExpirableSemaphore {
     /// Sets the lease of permit `id` to `lease` from now. Returns false when the permit is
     /// no longer held or its lease has already run out (it is not revived).
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let id = semaphore.acquire(Duration::from_secs(10)).await?.forget();
+    /// // ... later, possibly in another process that was handed the id ...
+    /// if !semaphore.update_lease(id, Duration::from_secs(10)).await? {
+    ///     println!("too late: the permit expired");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Redis`]
@@ -362,6 +449,13 @@ impl ExpirableSemaphore {
 
     /// Deletes the semaphore and its held permits; waiters are woken and fail with
     /// [`Error::NotInitialized`]. Returns whether it existed.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// semaphore.delete().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -589,23 +683,55 @@ impl fmt::Debug for ExpirablePermit {
 
 impl ExpirablePermit {
     /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// # use std::time::Duration;
+    /// let permit = semaphore.acquire(Duration::from_secs(5)).await?;
+    /// assert_eq!(permit.name(), semaphore.name());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// The permit's id, as stored in Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// # use std::time::Duration;
+    /// let permit = semaphore.acquire(Duration::from_secs(5)).await?;
+    /// let id = permit.id().to_string(); // e.g. to hand to another process
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> PermitId {
         self.id
     }
 
     /// How long the lease has left by this client's clock (counted from before the
     /// acquire or last update was sent, so never longer than the server's view).
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// # use std::time::Duration;
+    /// let permit = semaphore.acquire(Duration::from_secs(5)).await?;
+    /// assert!(permit.remaining() <= Duration::from_secs(5));
+    /// # Ok(()) }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Sets the lease to `lease` from now. Returns false when the permit's lease had
     /// already run out (the permit is lost and not revived).
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let mut permit = semaphore.acquire(Duration::from_secs(10)).await?;
+    /// assert!(permit.update_lease(Duration::from_secs(20)).await?);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -630,6 +756,16 @@ impl ExpirablePermit {
     /// Releases the permit and wakes one waiter. Returns false when its lease had
     /// already run out (it was free again before this call).
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let permit = semaphore.acquire(Duration::from_secs(10)).await?;
+    /// if !permit.release().await? {
+    ///     println!("held past its lease: someone else may have had it too");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached after retries; the permit then
@@ -645,6 +781,14 @@ impl ExpirablePermit {
 
     /// Keeps the permit taken until its lease runs out, and returns its id (which
     /// [`ExpirableSemaphore::release`] still accepts).
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
+    /// # use std::time::Duration;
+    /// let id = semaphore.acquire(Duration::from_secs(5)).await?.forget();
+    /// assert!(semaphore.release(id).await?);
+    /// # Ok(()) }
+    /// ```
     pub fn forget(mut self) -> PermitId {
         self.released = true;
         self.id

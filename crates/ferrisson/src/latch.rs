@@ -16,6 +16,10 @@ use crate::semaphore::validate_recheck;
 
 /// How long a waiter sleeps at most before reading the count again when no message came:
 /// the bound on what a lost message costs (see [`CountDownLatch::with_recheck_interval`]).
+///
+/// ```
+/// assert_eq!(ferrisson::DEFAULT_LATCH_RECHECK, std::time::Duration::from_secs(2));
+/// ```
 pub const DEFAULT_LATCH_RECHECK: Duration = Duration::from_secs(2);
 
 impl Client {
@@ -24,6 +28,13 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `name` is empty or longer than 1 KiB.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let handle = client.count_down_latch("batch:7")?;
+    /// assert!(client.count_down_latch("").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
         Ok(CountDownLatch {
             client: self.clone(),
@@ -96,6 +107,12 @@ pub struct LatchInfo {
 
 impl CountDownLatch {
     /// The latch's name.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// assert_eq!(client.count_down_latch("batch:7")?.name(), "batch:7");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -121,6 +138,12 @@ impl CountDownLatch {
     /// Sets the count to `count` if the latch is open (count zero). Returns whether it
     /// was set; false means a count is already running.
     ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// assert!(latch.try_set_count(300).await?);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `count` is zero (that is the open latch),
@@ -143,6 +166,13 @@ impl CountDownLatch {
     /// zero opens the latch and wakes every waiter. On an open latch it does nothing and
     /// returns 0.
     ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// let left = latch.count_down().await?;
+    /// println!("{left} to go");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached; the count-down may or may not have
@@ -164,6 +194,12 @@ impl CountDownLatch {
 
     /// Count-downs still missing; 0 when the latch is open.
     ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// let left = latch.count().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -174,6 +210,12 @@ impl CountDownLatch {
     }
 
     /// What Redis holds for this latch now; read-only.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// println!("{:?}", latch.inspect().await?);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -186,6 +228,13 @@ impl CountDownLatch {
     }
 
     /// Waits until the count reaches zero (at once if the latch is open).
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// latch.wait().await?;
+    /// assert_eq!(latch.count().await?, 0);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -202,6 +251,15 @@ impl CountDownLatch {
     /// Waits at most `timeout` for the count to reach zero. Returns true when it did,
     /// false when the time ran out first.
     ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if !latch.wait_timeout(Duration::from_secs(5)).await? {
+    ///     println!("still waiting for {} workers", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -215,6 +273,12 @@ impl CountDownLatch {
 
     /// Deletes the latch whatever its count: it opens, and every waiter goes. Returns
     /// whether a count was running.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: ferrisson::CountDownLatch) -> ferrisson::Result<()> {
+    /// latch.delete().await?; // give up on the stragglers: every waiter goes
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -61,6 +61,9 @@ pub use error::{Error, Result};
 pub use expirable_semaphore::{
     ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId,
 };
+pub use expirable_semaphore::{
+    ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId,
+};
 pub use fair_lock::{DEFAULT_WAITER_KEEPALIVE, FairLock, FairLockGuard, FairLockInfo, FairWaiter};
 pub use fence::{FencedWrite, FencingToken};
 pub use id::{

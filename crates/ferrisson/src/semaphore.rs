@@ -16,6 +16,10 @@ use crate::scripts::SCRIPTS;
 
 /// How long a waiter sleeps at most before asking Redis again when no release message
 /// came: the bound on what a lost message costs (see [`Semaphore::with_recheck_interval`]).
+///
+/// ```
+/// assert_eq!(ferrisson::DEFAULT_SEMAPHORE_RECHECK, std::time::Duration::from_secs(1));
+/// ```
 pub const DEFAULT_SEMAPHORE_RECHECK: Duration = Duration::from_secs(1);
 
 /// How often a release is sent again when the connection refused it (it was not applied).
@@ -27,6 +31,13 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `name` is empty or longer than 1 KiB.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let handle = client.semaphore("renderers")?;
+    /// assert!(client.semaphore("").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         Ok(Semaphore {
             client: self.clone(),
@@ -53,7 +64,9 @@ impl Client {
 /// client wakes that many of its local waiters through its one shared subscription. A
 /// waiter that got no message asks Redis again after the recheck interval (1 s by
 /// default), so a lost message costs at most that. Waiters are not queued: a waiter for
-/// several permits can be overtaken by waiters for fewer.
+/// several permits can be overtaken by waiters for fewer, and a wake-up that goes to a
+/// waiter wanting more permits than came back is spent, so with mixed sizes a waiter that
+/// could have gone may wait for the next release or its recheck.
 ///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -113,6 +126,12 @@ enum AcquireReply {
 
 impl Semaphore {
     /// The semaphore's name.
+    ///
+    /// ```
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// assert_eq!(client.semaphore("renderers")?.name(), "renderers");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -140,6 +159,14 @@ impl Semaphore {
     /// Returns whether it was created. Zero permits is allowed: a closed gate that
     /// [`Semaphore::add_permits`] opens later.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// if semaphore.try_set_permits(10).await? {
+    ///     println!("created with 10 permits");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -157,6 +184,13 @@ impl Semaphore {
     /// Adds `delta` permits (removes them when negative; available permits may go below
     /// zero, and acquirers then wait until enough come back). Creates the semaphore with
     /// `delta` permits if it does not exist. Added permits wake as many waiters.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.add_permits(2).await?; // two more renderers came online
+    /// semaphore.add_permits(-1).await?; // one went away
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -179,6 +213,12 @@ impl Semaphore {
 
     /// The number of permits available now (negative after removing more than were free).
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let free = semaphore.available_permits().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
@@ -193,6 +233,16 @@ impl Semaphore {
     /// Takes every available permit at once and returns how many it took (0 when none
     /// were available). They are not given back by themselves: return them with
     /// [`Semaphore::add_permits`].
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let taken = semaphore.drain_permits().await?; // close the gate
+    /// // ... maintenance ...
+    /// if let Ok(n) = i64::try_from(taken) && n > 0 {
+    ///     semaphore.add_permits(n).await?; // reopen
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -216,6 +266,14 @@ impl Semaphore {
 
     /// Acquires one permit, waiting as long as it takes.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let permit = semaphore.acquire().await?;
+    /// // ... at most N tasks anywhere run this ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
@@ -230,6 +288,13 @@ impl Semaphore {
     }
 
     /// Acquires `permits` permits at once, waiting as long as it takes.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let permits = semaphore.acquire_many(3).await?;
+    /// assert_eq!(permits.permits(), 3);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -247,6 +312,15 @@ impl Semaphore {
 
     /// Acquires one permit if one is available now; `Ok(None)` if not. One round trip.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// match semaphore.try_acquire().await? {
+    ///     Some(permit) => permit.release().await?,
+    ///     None => println!("busy, try later"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`Semaphore::acquire`].
@@ -259,6 +333,14 @@ impl Semaphore {
     }
 
     /// Acquires `permits` permits if that many are available now; `Ok(None)` if not.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// if let Some(permits) = semaphore.try_acquire_many(2).await? {
+    ///     permits.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -277,6 +359,16 @@ impl Semaphore {
 
     /// Acquires one permit, waiting at most `wait`; `Ok(None)` when the wait ran out.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let Some(permit) = semaphore.acquire_timeout(Duration::from_millis(500)).await? else {
+    ///     return Ok(()); // shed load
+    /// };
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`Semaphore::acquire`]; a semaphore that does not exist fails at once rather
@@ -291,6 +383,15 @@ impl Semaphore {
 
     /// Acquires `permits` permits at once, waiting at most `wait`; `Ok(None)` when the
     /// wait ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(permits) = semaphore.acquire_many_timeout(2, Duration::from_secs(1)).await? {
+    ///     permits.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -309,6 +410,13 @@ impl Semaphore {
 
     /// What Redis holds for this semaphore now; read-only.
     ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let info = semaphore.inspect().await?;
+    /// println!("{info:?}");
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -324,6 +432,13 @@ impl Semaphore {
     /// Deletes the semaphore: later acquires fail with [`Error::NotInitialized`], and
     /// waiters are woken to fail the same way. Permits out at that moment are not
     /// returned when released. Returns whether it existed.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// semaphore.delete().await?;
+    /// assert!(semaphore.try_acquire().await.is_err());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -474,16 +589,36 @@ impl fmt::Debug for SemaphorePermit {
 
 impl SemaphorePermit {
     /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let permit = semaphore.acquire().await?;
+    /// assert_eq!(permit.name(), semaphore.name());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// How many permits this guard holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// assert_eq!(semaphore.acquire_many(4).await?.permits(), 4);
+    /// # Ok(()) }
+    /// ```
     pub fn permits(&self) -> u32 {
         self.permits
     }
 
     /// Gives the permits back and wakes that many waiters.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: ferrisson::Semaphore) -> ferrisson::Result<()> {
+    /// let permit = semaphore.acquire().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

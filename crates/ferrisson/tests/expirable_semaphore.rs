@@ -306,6 +306,7 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
         .await??
         .expect("the holder reports its permit")
         .parse()?;
+    let reported = tokio::time::Instant::now();
     let info = semaphore.inspect().await?;
     assert_eq!(
         info.held.iter().map(|p| p.id).collect::<Vec<_>>(),
@@ -320,15 +321,21 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
     holder.0.kill()?;
     holder.0.wait()?;
     let after_kill = semaphore.inspect().await?;
-    assert!(
-        after_kill.held.iter().any(|p| p.id == held_id) || after_kill.available_permits == Some(1),
-        "held until its lease runs out: {after_kill:?}"
-    );
+    // Unless this machine took half the lease to get here, the lease is still running.
+    if reported.elapsed() < HOLDER_LEASE / 2 {
+        assert!(
+            after_kill.held.iter().any(|p| p.id == held_id),
+            "the dead holder's permit is held until its lease runs out: {after_kill:?}"
+        );
+        assert_eq!(after_kill.available_permits, Some(0));
+    }
 
-    let permit: ExpirablePermit = semaphore
-        .acquire_timeout(LONG, HOLDER_LEASE + HANG)
-        .await?
-        .expect("the dead holder's permit comes back after its lease");
+    // Woken by the lease's end (rechecks are an hour apart): the permit came back.
+    let permit: ExpirablePermit = within(semaphore.acquire(LONG)).await?;
+    assert!(
+        reported.elapsed() >= HOLDER_LEASE / 2,
+        "not before the lease ran out"
+    );
     let info = semaphore.inspect().await?;
     assert_eq!(
         info.held.iter().map(|p| p.id).collect::<Vec<_>>(),
