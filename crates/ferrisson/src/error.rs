@@ -64,6 +64,17 @@ pub enum Error {
         /// What the clock read, in seconds since 1970-01-01T00:00:00Z.
         unix_seconds: i64,
     },
+
+    /// A holder of a read-write lock's read side asked for its write side. Waiting would
+    /// deadlock against any other reader doing the same, so it is refused at once:
+    /// release the read guards first, or take the write side first and read inside it.
+    #[error(
+        "read-write lock {name:?}: a reader cannot take the write lock; release the read lock first"
+    )]
+    UpgradeRefused {
+        /// The lock's name.
+        name: String,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -21,6 +21,15 @@ pub(crate) struct Validity {
     pub(crate) lost: bool,
 }
 
+/// How the watchdog renews a hold: the primitives differ in how a holder is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Renewal {
+    /// A lock hash `{owner: hold count}` whose TTL is the lease (`lock_renew.lua`).
+    Lock,
+    /// A read-write lock hash with one lease deadline per owner (`rwlock_renew.lua`).
+    ReadWrite,
+}
+
 /// One owner's hold on one lock, shared by every guard of that owner in this client.
 pub(crate) struct Hold {
     pub(crate) name: String,
@@ -30,6 +39,8 @@ pub(crate) struct Hold {
     pub(crate) token: FencingToken,
     /// The task that may re-enter without naming the owner (none for explicit owners).
     pub(crate) task: Option<TaskKey>,
+    /// Which renewal script knows this hold's layout.
+    pub(crate) renewal: Renewal,
     validity: watch::Sender<Validity>,
     /// Live guards of this hold in this client.
     guards: AtomicUsize,
@@ -56,6 +67,7 @@ impl Hold {
             owner,
             token,
             task,
+            renewal: Renewal::Lock,
             validity: watch::Sender::new(Validity {
                 deadline,
                 lost: false,
@@ -64,6 +76,12 @@ impl Hold {
             renewing: AtomicBool::new(false),
             next_renewal: Mutex::new(deadline),
         }
+    }
+
+    /// The same hold, renewed by the script for `renewal`'s layout.
+    pub(crate) fn renewed_as(mut self, renewal: Renewal) -> Self {
+        self.renewal = renewal;
+        self
     }
 
     /// True while the hold is not lost and its deadline has not passed.
@@ -181,7 +199,12 @@ impl Holds {
     }
 
     /// The live hold of `key` that `owner` has, or that `task` may re-enter.
-    pub(crate) fn find(&self, key: &str, owner: Option<OwnerId>, task: TaskKey) -> Option<Arc<Hold>> {
+    pub(crate) fn find(
+        &self,
+        key: &str,
+        owner: Option<OwnerId>,
+        task: TaskKey,
+    ) -> Option<Arc<Hold>> {
         let map = self.map();
         map.get(key)?
             .iter()

@@ -51,6 +51,7 @@ mod multi_lock;
 mod owner;
 mod pubsub;
 mod redlock;
+mod rwlock;
 mod scripts;
 mod semaphore;
 mod simple_lock;
@@ -58,9 +59,6 @@ mod watchdog;
 
 pub use client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
 pub use error::{Error, Result};
-pub use expirable_semaphore::{
-    ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId,
-};
 pub use expirable_semaphore::{
     ExpirablePermit, ExpirableSemaphore, ExpirableSemaphoreInfo, HeldPermit, PermitId,
 };
@@ -80,6 +78,7 @@ pub use redlock::{
     DEFAULT_REDLOCK_RETRY_DELAY, DEFAULT_REDLOCK_RETRY_JITTER, DEFAULT_REDLOCK_TTL, Redlock,
     RedlockGuard, RedlockNodeState, RedlockState,
 };
+pub use rwlock::{RwHolder, RwLock, RwLockInfo, RwLockMode, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{DEFAULT_SEMAPHORE_RECHECK, Semaphore, SemaphoreInfo, SemaphorePermit};
 pub use simple_lock::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard};
 

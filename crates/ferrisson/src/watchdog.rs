@@ -12,7 +12,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
-use crate::holds::Hold;
+use crate::holds::{Hold, Renewal};
 use crate::lease::millis;
 use crate::scripts::SCRIPTS;
 
@@ -31,7 +31,11 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub(crate) fn start(conn: ConnectionManager, lease: Duration, shutdown: oneshot::Receiver<()>) -> Self {
+    pub(crate) fn start(
+        conn: ConnectionManager,
+        lease: Duration,
+        shutdown: oneshot::Receiver<()>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             holds: Mutex::new(Vec::new()),
             wake: Notify::new(),
@@ -57,7 +61,11 @@ impl Watchdog {
 
     /// Number of holds being renewed (for tests and inspection).
     pub(crate) fn len(&self) -> usize {
-        let mut holds = self.shared.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut holds = self
+            .shared
+            .holds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         holds.retain(|h| h.is_renewing());
         holds.len()
     }
@@ -107,7 +115,13 @@ async fn run(conn: ConnectionManager, shared: Arc<Shared>, mut shutdown: oneshot
             continue;
         }
 
-        let batches = due.chunks(BATCH).map(|batch| renew_batch(conn.clone(), batch, lease, retry_delay));
+        // One script call renews holds of one layout only.
+        let mut due = due;
+        due.sort_by_key(|h| h.renewal);
+        let batches = due
+            .chunk_by(|a, b| a.renewal == b.renewal)
+            .flat_map(|same| same.chunks(BATCH))
+            .map(|batch| renew_batch(conn.clone(), batch, lease, retry_delay));
         tokio::select! {
             _ = &mut shutdown => return,
             _ = join_all(batches) => {}
@@ -115,8 +129,17 @@ async fn run(conn: ConnectionManager, shared: Arc<Shared>, mut shutdown: oneshot
     }
 }
 
-async fn renew_batch(mut conn: ConnectionManager, batch: &[Arc<Hold>], lease: Duration, retry_delay: Duration) {
-    let mut invocation = SCRIPTS.lock_renew.prepare_invoke();
+async fn renew_batch(
+    mut conn: ConnectionManager,
+    batch: &[Arc<Hold>],
+    lease: Duration,
+    retry_delay: Duration,
+) {
+    let script = match batch.first().map(|h| h.renewal) {
+        Some(Renewal::ReadWrite) => &SCRIPTS.rwlock_renew,
+        _ => &SCRIPTS.lock_renew,
+    };
+    let mut invocation = script.prepare_invoke();
     invocation.arg(millis(lease));
     for hold in batch {
         invocation.key(&hold.key);
@@ -150,8 +173,12 @@ async fn renew_batch(mut conn: ConnectionManager, batch: &[Arc<Hold>], lease: Du
             let now = Instant::now();
             match other {
                 Ok(Ok(_)) => tracing::warn!("lock renewal: malformed reply"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "lock renewal failed; retrying until the lease runs out"),
-                Err(_) => tracing::warn!("lock renewal timed out; retrying until the lease runs out"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "lock renewal failed; retrying until the lease runs out");
+                }
+                Err(_) => {
+                    tracing::warn!("lock renewal timed out; retrying until the lease runs out");
+                }
             }
             for hold in batch {
                 if now >= hold.validity().deadline {

@@ -1,0 +1,787 @@
+//! The read-write lock: many readers or one writer, both reentrant, each holder with its
+//! own lease, a writer that may read, and a refused (not deadlocked) upgrade.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::acquire::{Attempt, acquire_with_wait};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::fence::FencingToken;
+use crate::holds::{Hold, Renewal};
+use crate::keys::Keys;
+use crate::lease::{Lease, millis};
+use crate::owner::{OwnerId, TaskKey};
+use crate::scripts::SCRIPTS;
+
+/// How often an unlock whose reply was lost is sent again.
+const RELEASE_ATTEMPTS: u32 = 3;
+/// How long Redis remembers an applied release id: longer than any retry takes.
+const RELEASE_MEMORY: Duration = Duration::from_secs(60);
+
+impl Client {
+    /// A handle to the read-write lock called `name` (no Redis traffic until used).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let lock = client.rwlock("catalog")?;
+    /// assert_eq!(lock.name(), "catalog");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `name` is empty or longer than 1 KiB.
+    pub fn rwlock(&self, name: &str) -> Result<RwLock> {
+        Ok(RwLock {
+            client: self.clone(),
+            name: Arc::from(name),
+            keys: self.keys(name)?,
+            lease: Lease::Watchdog,
+        })
+    }
+}
+
+/// A distributed read-write lock (Redisson's `RReadWriteLock`): many readers or one
+/// writer.
+///
+/// - **Reentrant** on both sides inside one tokio task, like [`Lock`](crate::Lock).
+/// - **A writer may read**: the task holding the write lock gets read guards at once;
+///   releasing the write guard while read guards live *downgrades* the lock to read
+///   mode, and other readers may join.
+/// - **No upgrade**: a task holding only the read lock that asks for the write lock gets
+///   [`Error::UpgradeRefused`] at once. Two readers both waiting to upgrade would wait
+///   for each other forever (Redisson issue #4796); release the read lock first.
+/// - **Leases per holder**: every holder (reader or writer) has its own deadline in Redis
+///   server time, renewed by the watchdog (or fixed, see [`RwLock::with_lease`]). A
+///   reader that dies stops blocking writers when its own lease runs out, even while
+///   other readers keep renewing theirs.
+/// - **Wake-ups**: a write release wakes every local waiting reader (and one writer per
+///   client); the last read release wakes one waiting writer per client.
+/// - Readers do not block new readers while a writer waits: a steady stream of
+///   overlapping readers can starve writers.
+///
+/// Stored as one hash under the key `{name}` (plus the client's namespace), so a
+/// read-write lock must not share its name with a [`Lock`](crate::Lock).
+///
+/// ```no_run
+/// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+/// let lock = client.rwlock("catalog")?;
+/// let write = lock.write().await?;
+/// let read = lock.read().await?; // the writer may read
+/// write.unlock().await?; // downgrade: still reading, others may read too
+/// assert!(matches!(lock.write().await, Err(ferrisson::Error::UpgradeRefused { .. })));
+/// read.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    client: Client,
+    name: Arc<str>,
+    keys: Keys,
+    lease: Lease,
+}
+
+impl fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &self.name)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The two sides of the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Read,
+    Write,
+}
+
+impl Side {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// What the acquire script answered.
+enum AcquireReply {
+    Acquired { token: u64 },
+    Blocked(i64),
+    NotReentered,
+    UpgradeRefused,
+}
+
+/// Which side of a [`RwLock`] is held, from [`RwLock::inspect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RwLockMode {
+    /// One or more readers hold it.
+    Read,
+    /// One writer holds it (and may read too).
+    Write,
+}
+
+/// A snapshot of a read-write lock's state, from [`RwLock::inspect`].
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+/// let info = lock.inspect().await?;
+/// println!("{:?}: writer {:?}, {} readers", info.mode, info.writer, info.readers.len());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockInfo {
+    /// The mode, or `None` when nobody holds the lock.
+    pub mode: Option<RwLockMode>,
+    /// The writer and its write holds.
+    pub writer: Option<RwHolder>,
+    /// Every owner with read holds (a writer that reads is listed here too).
+    pub readers: Vec<RwHolder>,
+    /// The fencing token of the current or last writer while the lock is held.
+    pub fencing_token: Option<FencingToken>,
+    /// The lock's remaining time to live: at least the longest holder's lease.
+    pub ttl: Option<Duration>,
+}
+
+/// One holder of a [`RwLock`], from [`RwLock::inspect`].
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+/// for reader in lock.inspect().await?.readers {
+///     println!("{} holds {} read(s), lease left {:?}", reader.owner, reader.holds, reader.expires_in);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwHolder {
+    /// The holder's owner id.
+    pub owner: OwnerId,
+    /// Its holds on this side (re-entries count).
+    pub holds: u32,
+    /// Time left on its lease unless renewed.
+    pub expires_in: Duration,
+}
+
+/// The lock hash, its PTTL and the server time.
+type InspectReply = (Vec<(String, String)>, i64, (u64, u64));
+
+impl RwLock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same lock with another lease for future acquisitions of either side.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.rwlock("catalog")?.with_lease(ferrisson::Lease::Fixed(Duration::from_secs(5)))?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a fixed lease under 1 ms or over a year.
+    pub fn with_lease(mut self, lease: Lease) -> Result<Self> {
+        self.lease = lease.validate()?;
+        Ok(self)
+    }
+
+    /// Acquires the read lock, waiting while a writer holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point leaves no hold behind (an acquire
+    /// already sent is undone when its reply arrives), no subscription and no task.
+    pub async fn read(&self) -> Result<RwLockReadGuard> {
+        let held = self
+            .acquire(Side::Read, None)
+            .await?
+            .ok_or_else(|| Error::Protocol("unbounded wait ended without the lock".into()))?;
+        Ok(RwLockReadGuard { held })
+    }
+
+    /// Acquires the read lock if no other owner writes; `Ok(None)` otherwise. One round
+    /// trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read`].
+    pub async fn try_read(&self) -> Result<Option<RwLockReadGuard>> {
+        Ok(match self.attempt(Side::Read).await? {
+            Attempt::Acquired(held) => Some(RwLockReadGuard { held }),
+            Attempt::Held(_) => None,
+        })
+    }
+
+    /// Acquires the read lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read`].
+    pub async fn read_timeout(&self, wait: Duration) -> Result<Option<RwLockReadGuard>> {
+        let held = self.acquire(Side::Read, Some(wait)).await?;
+        Ok(held.map(|held| RwLockReadGuard { held }))
+    }
+
+    /// Acquires the write lock, waiting until no other owner reads or writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UpgradeRefused`] at once when this task holds the read lock but not the
+    /// write lock; [`Error::Redis`] when Redis cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read`].
+    pub async fn write(&self) -> Result<RwLockWriteGuard> {
+        let held = self
+            .acquire(Side::Write, None)
+            .await?
+            .ok_or_else(|| Error::Protocol("unbounded wait ended without the lock".into()))?;
+        Ok(RwLockWriteGuard { held })
+    }
+
+    /// Acquires the write lock if nobody else holds the lock; `Ok(None)` otherwise. One
+    /// round trip.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read`].
+    pub async fn try_write(&self) -> Result<Option<RwLockWriteGuard>> {
+        Ok(match self.attempt(Side::Write).await? {
+            Attempt::Acquired(held) => Some(RwLockWriteGuard { held }),
+            Attempt::Held(_) => None,
+        })
+    }
+
+    /// Acquires the write lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// As [`RwLock::write`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`RwLock::read`].
+    pub async fn write_timeout(&self, wait: Duration) -> Result<Option<RwLockWriteGuard>> {
+        let held = self.acquire(Side::Write, Some(wait)).await?;
+        Ok(held.map(|held| RwLockWriteGuard { held }))
+    }
+
+    /// Reads the lock's holders, leases and TTL in one atomic step, without changing
+    /// them. Holders whose lease ran out but who were not evicted yet are left out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// holds something a read-write lock never writes.
+    pub async fn inspect(&self) -> Result<RwLockInfo> {
+        let mut conn = self.client.conn();
+        let (fields, pttl, time): InspectReply = redis::pipe()
+            .atomic()
+            .hgetall(self.keys.main())
+            .pttl(self.keys.main())
+            .cmd("TIME")
+            .query_async(&mut conn)
+            .await?;
+        let now_ms = time.0 * 1000 + time.1 / 1000;
+        let mut info = RwLockInfo {
+            mode: None,
+            writer: None,
+            readers: Vec::new(),
+            fencing_token: None,
+            ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        };
+        // owner -> (read holds, write holds, lease deadline in server ms)
+        let mut holders: HashMap<OwnerId, (u32, u32, u64)> = HashMap::new();
+        let number = |value: &str| {
+            value
+                .parse::<u64>()
+                .map_err(|_| Error::Protocol(format!("read-write lock field value {value:?}")))
+        };
+        for (field, value) in &fields {
+            match field.split_once(':') {
+                Some((side @ ("r" | "w" | "d"), owner)) => {
+                    let owner: OwnerId = owner
+                        .parse()
+                        .map_err(|_| Error::Protocol(format!("read-write lock field {field:?}")))?;
+                    let entry = holders.entry(owner).or_default();
+                    let n = number(value)?;
+                    match side {
+                        "r" => entry.0 = u32::try_from(n).unwrap_or(u32::MAX),
+                        "w" => entry.1 = u32::try_from(n).unwrap_or(u32::MAX),
+                        _ => entry.2 = n,
+                    }
+                }
+                None if field == "mode" => {
+                    info.mode = match value.as_str() {
+                        "read" => Some(RwLockMode::Read),
+                        "write" => Some(RwLockMode::Write),
+                        other => {
+                            return Err(Error::Protocol(format!("read-write lock mode {other:?}")));
+                        }
+                    };
+                }
+                None if field == "fence" => {
+                    info.fencing_token = Some(FencingToken::new(number(value)?));
+                }
+                // Release markers (`x:<id>`) and the writer's id (also in `w:<owner>`).
+                _ => {}
+            }
+        }
+        for (owner, (reads, writes, deadline)) in holders {
+            if deadline <= now_ms {
+                continue;
+            }
+            let expires_in = Duration::from_millis(deadline - now_ms);
+            if writes > 0 {
+                info.writer = Some(RwHolder {
+                    owner,
+                    holds: writes,
+                    expires_in,
+                });
+            }
+            if reads > 0 {
+                info.readers.push(RwHolder {
+                    owner,
+                    holds: reads,
+                    expires_in,
+                });
+            }
+        }
+        info.readers.sort_by_key(|r| r.owner.to_string());
+        if info.writer.is_none() && info.readers.is_empty() {
+            info.mode = None;
+        } else if info.writer.is_none() {
+            info.mode = Some(RwLockMode::Read);
+        }
+        Ok(info)
+    }
+
+    /// The channel waiters of `side` listen on.
+    fn channel(&self, side: Side) -> String {
+        match side {
+            Side::Read => self.keys.with_suffix("released:read"),
+            Side::Write => self.keys.with_suffix("released:write"),
+        }
+    }
+
+    async fn acquire(&self, side: Side, wait: Option<Duration>) -> Result<Option<HeldSide>> {
+        acquire_with_wait(&self.client, &self.channel(side), wait, || {
+            self.attempt(side)
+        })
+        .await
+    }
+
+    async fn attempt(&self, side: Side) -> Result<Attempt<HeldSide>> {
+        let task = TaskKey::current();
+        let holds = &self.client.inner.holds;
+        let lease = self.lease.duration(self.client.watchdog_lease());
+        loop {
+            // One owner per task for both sides: that is how the script knows a writer
+            // asks to read, or a reader to write.
+            let existing = holds
+                .find(self.keys.main(), None, task)
+                .filter(|h| h.is_held());
+            let owner = existing.as_ref().map_or_else(OwnerId::random, |h| h.owner);
+            let sent_at = Instant::now();
+            match self
+                .send_acquire(owner, lease, side, existing.is_some())
+                .await?
+            {
+                AcquireReply::Blocked(wait) => return Ok(Attempt::held(wait)),
+                AcquireReply::UpgradeRefused => {
+                    return Err(Error::UpgradeRefused {
+                        name: self.name.to_string(),
+                    });
+                }
+                AcquireReply::NotReentered => {
+                    // The hold this task believed it had is gone; start a fresh one.
+                    if let Some(hold) = existing {
+                        hold.mark_lost();
+                    }
+                }
+                AcquireReply::Acquired { token } => {
+                    let deadline = sent_at + lease;
+                    let hold = match existing {
+                        Some(hold) if holds.reattach(&hold) => {
+                            hold.extend(deadline);
+                            hold
+                        }
+                        _ => holds.attach(
+                            Hold::new(
+                                &self.name,
+                                self.keys.main(),
+                                &self.channel(Side::Write),
+                                owner,
+                                FencingToken::new(token),
+                                Some(task),
+                                deadline,
+                            )
+                            .renewed_as(Renewal::ReadWrite),
+                        ),
+                    };
+                    if self.lease == Lease::Watchdog {
+                        self.client.inner.watchdog.watch(&hold);
+                    }
+                    return Ok(Attempt::Acquired(HeldSide {
+                        lock: self.clone(),
+                        hold,
+                        side,
+                        released: false,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Runs the acquire script on a spawned task, so that an acquire whose caller went
+    /// away is undone when its reply arrives instead of leaving a hold behind.
+    async fn send_acquire(
+        &self,
+        owner: OwnerId,
+        lease: Duration,
+        side: Side,
+        reenter: bool,
+    ) -> Result<AcquireReply> {
+        let (tx, rx) = oneshot::channel();
+        let lock = self.clone();
+        tokio::spawn(async move {
+            let mut conn = lock.client.conn();
+            let reply: redis::RedisResult<Vec<i64>> = SCRIPTS
+                .rwlock_acquire
+                .key(lock.keys.main())
+                .key(lock.keys.fence())
+                .arg(owner.to_string())
+                .arg(millis(lease))
+                .arg(side.as_arg())
+                .arg(if reenter { "reenter" } else { "acquire" })
+                .invoke_async(&mut conn)
+                .await;
+            if let Err(Ok(reply)) = tx.send(reply)
+                && reply.first() == Some(&1)
+                && let Err(e) = send_release(&lock, owner, side, rand::random()).await
+            {
+                tracing::debug!(lock = %lock.name, error = %e, "undoing an abandoned acquire failed");
+            }
+        });
+        let reply = rx
+            .await
+            .map_err(|_| Error::Protocol("acquire task was cancelled".into()))??;
+        match reply.as_slice() {
+            [1, token, _count] => Ok(AcquireReply::Acquired {
+                token: u64::try_from(*token)
+                    .map_err(|_| Error::Protocol(format!("fencing token {token}")))?,
+            }),
+            [0, wait] => Ok(AcquireReply::Blocked(*wait)),
+            [2] => Ok(AcquireReply::NotReentered),
+            [3] => Ok(AcquireReply::UpgradeRefused),
+            other => Err(Error::Protocol(format!(
+                "read-write lock acquire returned {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Outcome of the release script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    Freed,
+    StillHeld,
+    AlreadyApplied,
+    Expired,
+    NotHeld,
+}
+
+async fn send_release(
+    lock: &RwLock,
+    owner: OwnerId,
+    side: Side,
+    release_id: u64,
+) -> Result<Released> {
+    let mut conn = lock.client.conn();
+    let code: i64 = SCRIPTS
+        .rwlock_release
+        .key(lock.keys.main())
+        .key(lock.channel(Side::Read))
+        .key(lock.channel(Side::Write))
+        .arg(owner.to_string())
+        .arg(side.as_arg())
+        .arg(format!("{release_id:016x}"))
+        .arg(millis(RELEASE_MEMORY))
+        .invoke_async(&mut conn)
+        .await?;
+    match code {
+        1 => Ok(Released::Freed),
+        2 => Ok(Released::StillHeld),
+        3 => Ok(Released::AlreadyApplied),
+        0 => Ok(Released::Expired),
+        -1 => Ok(Released::NotHeld),
+        other => Err(Error::Protocol(format!(
+            "read-write lock release returned {other}"
+        ))),
+    }
+}
+
+/// One read or write hold of a guard; both guard types wrap it.
+struct HeldSide {
+    lock: RwLock,
+    hold: Arc<Hold>,
+    side: Side,
+    released: bool,
+}
+
+impl HeldSide {
+    fn remaining(&self) -> Duration {
+        let v = self.hold.validity();
+        if v.lost {
+            return Duration::ZERO;
+        }
+        v.deadline.saturating_duration_since(Instant::now())
+    }
+
+    async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lock.client.inner.holds.detach(&self.hold);
+        release(&self.lock, &self.hold, self.side).await
+    }
+
+    fn fmt_fields(&self, f: &mut fmt::DebugStruct<'_, '_>) {
+        f.field("name", &self.hold.name)
+            .field("owner", &self.hold.owner)
+            .field("held", &self.hold.is_held());
+    }
+}
+
+/// Releases one hold, retrying when the reply was lost; the release id keeps a retry
+/// from releasing twice.
+async fn release(lock: &RwLock, hold: &Hold, side: Side) -> Result<()> {
+    let release_id: u64 = rand::random();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match send_release(lock, hold.owner, side, release_id).await {
+            Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
+            // After a lost reply, "gone" most likely means the first try went through;
+            // the holder learns of a real loss from `lost()`.
+            Ok(Released::Expired | Released::NotHeld) if attempt > 1 => return Ok(()),
+            Ok(Released::Expired) => {
+                return Err(Error::LeaseExpired {
+                    name: hold.name.clone(),
+                });
+            }
+            Ok(Released::NotHeld) => {
+                return Err(Error::NotOwner {
+                    name: hold.name.clone(),
+                });
+            }
+            Err(e) if e.is_connection_error() && attempt < RELEASE_ATTEMPTS => {
+                tracing::debug!(lock = %hold.name, error = %e, "release failed; retrying");
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Drop for HeldSide {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.lock.client.inner.holds.detach(&self.hold);
+        let lock = self.lock.clone();
+        let hold = Arc::clone(&self.hold);
+        let side = self.side;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = release(&lock, &hold, side).await {
+                        tracing::debug!(lock = %hold.name, error = %e, "release on drop failed");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = %self.hold.name,
+                "read-write lock guard dropped outside a tokio runtime; the hold expires after its lease"
+            ),
+        }
+    }
+}
+
+/// Proof of holding the read side of a [`RwLock`]; releases one read hold when unlocked
+/// or dropped.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+/// let read = lock.read().await?;
+/// assert!(read.is_held());
+/// read.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the read lock at once"]
+pub struct RwLockReadGuard {
+    held: HeldSide,
+}
+
+impl fmt::Debug for RwLockReadGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RwLockReadGuard");
+        self.held.fmt_fields(&mut s);
+        s.finish_non_exhaustive()
+    }
+}
+
+impl RwLockReadGuard {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.held.hold.name
+    }
+
+    /// The owner id this hold is registered under in Redis.
+    pub fn owner(&self) -> OwnerId {
+        self.held.hold.owner
+    }
+
+    /// True until this owner's holds are found gone, or its lease runs out unrenewed.
+    pub fn is_held(&self) -> bool {
+        self.held.hold.is_held()
+    }
+
+    /// How long the hold stays valid without another renewal (zero once lost).
+    pub fn remaining(&self) -> Duration {
+        self.held.remaining()
+    }
+
+    /// Resolves when the hold is lost: the watchdog found it gone, or its lease ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) {
+        self.held.hold.lost().await;
+    }
+
+    /// Releases this read hold; the last read release of the lock wakes a waiting writer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] when the lock had expired, [`Error::NotOwner`] when this
+    /// owner's read hold was evicted, [`Error::Redis`] when Redis could not be reached
+    /// (the hold then expires after its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in the sense that the release may or may not have reached Redis;
+    /// the watchdog has stopped either way, so the hold is gone after its lease at worst.
+    pub async fn unlock(self) -> Result<()> {
+        self.held.unlock().await
+    }
+}
+
+/// Proof of holding the write side of a [`RwLock`]; releases one write hold when unlocked
+/// or dropped. The owner's last write release wakes every local waiting reader.
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+/// let write = lock.write().await?;
+/// let token = write.fencing_token(); // pass it to the storage you write
+/// write.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the write lock at once"]
+pub struct RwLockWriteGuard {
+    held: HeldSide,
+}
+
+impl fmt::Debug for RwLockWriteGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RwLockWriteGuard");
+        self.held.fmt_fields(&mut s);
+        s.field("fencing_token", &self.held.hold.token);
+        s.finish_non_exhaustive()
+    }
+}
+
+impl RwLockWriteGuard {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.held.hold.name
+    }
+
+    /// The fencing token of this write hold: greater than every earlier writer's, the
+    /// same for every re-entry.
+    pub fn fencing_token(&self) -> FencingToken {
+        self.held.hold.token
+    }
+
+    /// The owner id this hold is registered under in Redis.
+    pub fn owner(&self) -> OwnerId {
+        self.held.hold.owner
+    }
+
+    /// True until this owner's holds are found gone, or its lease runs out unrenewed.
+    pub fn is_held(&self) -> bool {
+        self.held.hold.is_held()
+    }
+
+    /// How long the hold stays valid without another renewal (zero once lost).
+    pub fn remaining(&self) -> Duration {
+        self.held.remaining()
+    }
+
+    /// Resolves when the hold is lost: the watchdog found it gone, or its lease ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) {
+        self.held.hold.lost().await;
+    }
+
+    /// Releases this write hold. When it was the owner's last: if the owner still holds
+    /// read guards the lock is downgraded to read mode, else it is free; either way
+    /// waiting readers are woken.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] when the lock had expired, [`Error::NotOwner`] when this
+    /// owner's write hold was evicted, [`Error::Redis`] when Redis could not be reached
+    /// (the hold then expires after its lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in the sense that the release may or may not have reached Redis;
+    /// the watchdog has stopped either way, so the hold is gone after its lease at worst.
+    pub async fn unlock(self) -> Result<()> {
+        self.held.unlock().await
+    }
+}
