@@ -1,8 +1,8 @@
 //! M7, id generation: `IdGenerator` per id and batched against raw `INCR` through
 //! redis-rs, measured in the same run against one private redis-server.
 //!
-//! Run: `cargo bench -p ferrisson --bench ids` (`IDS_BENCH_SECONDS=N` per measurement,
-//! default 1; `IDS_BENCH_ROUNDS=N` interleaved rounds, default 3, the median is shown).
+//! Run: `cargo bench -p ferrisson --bench ids` (`IDS_BENCH_MILLIS=N` per figure, default
+//! 1000; `IDS_BENCH_ROUNDS=N` interleaved rounds, default 5, the median is shown).
 //! Prints markdown tables for BENCHMARKS.md.
 
 use std::sync::Arc;
@@ -50,17 +50,41 @@ struct Setup {
     batched: IdGenerator,
 }
 
-/// Operations per second of `tasks` tasks looping on `mode` for `duration`.
+/// CPU time this process has used so far (user + system), from `/proc/self/stat`.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at state, field 3;
+    // utime and stime are fields 14 and 15, in clock ticks of 1/100 s on Linux.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after_name
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// One measurement: operations per wall-clock second, and per second of this process's
+/// CPU time (which other processes on the machine do not dilute).
+#[derive(Clone, Copy)]
+struct Rate {
+    wall: f64,
+    cpu: f64,
+}
+
+/// How fast `tasks` tasks looping on `mode` for `duration` go.
 async fn throughput(
     setup: &Setup,
     mode: Mode,
     tasks: usize,
     duration: Duration,
     run: usize,
-) -> f64 {
+) -> Rate {
     let stop = Arc::new(AtomicBool::new(false));
     let prefix = format!("bench{run}");
     let started = Instant::now();
+    let cpu_started = cpu_time();
     let mut handles = Vec::with_capacity(tasks);
     for _ in 0..tasks {
         let stop = Arc::clone(&stop);
@@ -108,7 +132,14 @@ async fn throughput(
     for handle in handles {
         total += handle.await.expect("bench task");
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    let cpu = cpu_time()
+        .saturating_sub(cpu_started)
+        .as_secs_f64()
+        .max(0.01);
+    Rate {
+        wall: total as f64 / started.elapsed().as_secs_f64(),
+        cpu: total as f64 / cpu,
+    }
 }
 
 /// The seed's test: 300 tasks x 100 ids, all collected; the wall time.
@@ -136,15 +167,24 @@ async fn seed_test(ids: &IdGenerator, prefix: &str) -> Duration {
     took
 }
 
+/// The 1-minute load average, to judge how noisy the machine was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
 fn main() -> anyhow::Result<()> {
-    let seconds = env_number("IDS_BENCH_SECONDS", 1);
-    let rounds = env_number("IDS_BENCH_ROUNDS", 3).max(1) as usize;
-    let duration = Duration::from_secs(seconds);
+    let millis = env_number("IDS_BENCH_MILLIS", 1000);
+    let rounds = env_number("IDS_BENCH_ROUNDS", 5).max(1) as usize;
+    let duration = Duration::from_millis(millis);
+    let load_before = load_average();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -157,13 +197,22 @@ fn main() -> anyhow::Result<()> {
                 .await?,
             manager: {
                 let info = redis::IntoConnectionInfo::into_connection_info(server.url())?;
-                let settings = info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP3);
-                ConnectionManager::new(redis::Client::open(info.set_redis_settings(settings))?).await?
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(redis::ProtocolVersion::RESP3);
+                ConnectionManager::new(redis::Client::open(info.set_redis_settings(settings))?)
+                    .await?
             },
             per_id: client.id_generator(),
             batched: IdGenerator::builder(&client).batched().build()?,
         };
-        let modes = [Mode::RawIncr, Mode::RawIncrManager, Mode::PerId, Mode::Batched];
+        let modes = [
+            Mode::RawIncr,
+            Mode::RawIncrManager,
+            Mode::PerId,
+            Mode::Batched,
+        ];
         // results[task index][mode] = one figure per round
         let mut results = vec![vec![Vec::new(); modes.len()]; TASKS.len()];
         let mut run = 0;
@@ -182,32 +231,71 @@ fn main() -> anyhow::Result<()> {
             }
         }
 
-        println!(
-            "{} workers; {rounds} interleaved rounds of {seconds} s each, median shown\n",
-            std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
-        );
-        println!(
-            "| tasks | {} | {} | {} | {} | per id / raw | per id / manager | batched / raw |",
-            modes[0].name(),
-            modes[1].name(),
-            modes[2].name(),
-            modes[3].name()
-        );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for (t, &tasks) in TASKS.iter().enumerate() {
-            let [raw, manager, per_id, batched] = [0, 1, 2, 3].map(|m| median(results[t][m].clone()));
-            println!(
-                "| {tasks} | {raw:.0} | {manager:.0} | {per_id:.0} | {batched:.0} | {:.2}x | {:.2}x | {:.0}x |",
-                per_id / raw,
-                per_id / manager,
-                batched / raw
-            );
-        }
-        println!();
-        println!("| seed test, 300 tasks x 100 ids | per id | batched |");
-        println!("|---|---:|---:|");
-        let [per_id, batched] = seed.map(|s| median(s) * 1000.0);
-        println!("| wall time (median of {}) | {per_id:.1} ms | {batched:.1} ms |", rounds.max(5));
+        print_report(modes, &results, &seed, rounds, millis, &load_before);
         anyhow::Ok(())
     })
+}
+
+/// Prints the figures as markdown tables.
+fn print_report(
+    modes: [Mode; 4],
+    results: &[Vec<Vec<Rate>>],
+    seed: &[Vec<f64>; 2],
+    rounds: usize,
+    millis: u64,
+    load_before: &str,
+) {
+    println!(
+        "{} workers; {rounds} interleaved rounds of {millis} ms per figure, median shown; \
+         load average before: {load_before}, after: {}\n",
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        load_average()
+    );
+    println!(
+        "| tasks | {} | {} | {} | {} | per id / raw | per id / manager | batched / raw |",
+        modes[0].name(),
+        modes[1].name(),
+        modes[2].name(),
+        modes[3].name()
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (t, &tasks) in TASKS.iter().enumerate() {
+        let wall = |m: usize| median(results[t][m].iter().map(|r: &Rate| r.wall).collect());
+        // Ratios are taken within a round, then the median: drift between rounds
+        // (other load on the machine) cancels out.
+        let ratio = |a: usize, b: usize| {
+            median(
+                results[t][a]
+                    .iter()
+                    .zip(&results[t][b])
+                    .map(|(x, y)| x.wall / y.wall)
+                    .collect(),
+            )
+        };
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x | {:.0}x |",
+            wall(0),
+            wall(1),
+            wall(2),
+            wall(3),
+            ratio(2, 0),
+            ratio(2, 1),
+            ratio(3, 0)
+        );
+    }
+    println!();
+    println!("| tasks | batched, ids per second of this process's CPU time |");
+    println!("|---:|---:|");
+    for (t, &tasks) in TASKS.iter().enumerate() {
+        let cpu = median(results[t][3].iter().map(|r| r.cpu).collect());
+        println!("| {tasks} | {cpu:.0} |");
+    }
+    println!();
+    println!("| seed test, 300 tasks x 100 ids | per id | batched |");
+    println!("|---|---:|---:|");
+    let [per_id, batched] = seed.clone().map(|s| median(s) * 1000.0);
+    println!(
+        "| wall time (median of {}) | {per_id:.1} ms | {batched:.1} ms |",
+        rounds.max(5)
+    );
 }
