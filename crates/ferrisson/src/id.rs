@@ -146,6 +146,18 @@ impl fmt::Debug for IdGenerator {
 }
 
 impl IdGenerator {
+    /// A per-id generator on the system clock, as [`Client::id_generator`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// let ids = ferrisson::IdGenerator::new(&client);
+    /// assert!(!ids.is_batched());
+    /// # Ok(()) }
+    /// ```
+    pub fn new(client: &Client) -> Self {
+        client.id_generator()
+    }
+
     /// Starts configuring a generator on `client`: per id and on the system clock unless
     /// told otherwise.
     ///
