@@ -211,6 +211,32 @@ async fn release_wakes_as_many_waiters_as_permits() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn added_permits_wake_as_many_waiters() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client
+        .semaphore("gate")?
+        .with_recheck_interval(NO_RECHECK)?;
+    assert!(semaphore.try_set_permits(0).await?, "a closed gate");
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let semaphore = semaphore.clone();
+            tokio::spawn(async move { within(semaphore.acquire()).await })
+        })
+        .collect();
+    let mut conn = raw(&server).await?;
+    until_calls(&mut conn, "evalsha", 2 * 2).await?;
+    assert_eq!(semaphore.available_permits().await?, 0);
+    semaphore.add_permits(2).await?;
+    for waiter in waiters {
+        // Returned at all: woken by the one addition.
+        waiter.await??.forget();
+    }
+    assert_eq!(semaphore.available_permits().await?, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn delete_wakes_waiters_with_an_error() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
