@@ -133,6 +133,15 @@ impl MultiLock {
     ///
     /// Cancel safe: the members taken so far are released when the future is dropped,
     /// and each member's acquire is itself cancel safe.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// if let Some(guard) = multi.try_lock().await? {
+    ///     assert!(guard.is_held());
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<MultiLockGuard>> {
         match self.pass(Vec::new()).await? {
             Pass::Acquired(guard) => Ok(Some(guard)),
@@ -150,6 +159,15 @@ impl MultiLock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`MultiLock::try_lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let wait = multi.wait_budget(); // 1.5 s per member
+    /// if let Some(guard) = multi.lock_timeout(wait).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
         match Instant::now().checked_add(wait) {
             Some(deadline) => self.acquire(Some(deadline)).await,
@@ -167,6 +185,14 @@ impl MultiLock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`MultiLock::try_lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// assert_eq!(guard.fencing_tokens().len(), multi.len());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<MultiLockGuard> {
         loop {
             let round_end = Instant::now().checked_add(self.budget);
@@ -383,6 +409,14 @@ impl MultiLockGuard {
     ///
     /// Not cancel safe in the sense that some releases may not have reached Redis;
     /// every member's watchdog has stopped, so those expire after their lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// guard.unlock().await?;
+    /// assert!(multi.inspect().await?.iter().all(|member| !member.locked));
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(self) -> Result<()> {
         let mut first_error = None;
         for result in join_all(self.guards.into_iter().map(LockGuard::unlock)).await {

@@ -296,6 +296,15 @@ impl Redlock {
     ///
     /// Cancel safe: the attempt runs on a spawned task, which deletes its keys again if
     /// it succeeds after the caller went away.
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// match redlock.try_lock().await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("held elsewhere (or the votes were split)"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<RedlockGuard>> {
         self.attempt().await
     }
@@ -310,6 +319,16 @@ impl Redlock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`Redlock::try_lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let Some(guard) = redlock.lock_timeout(Duration::from_secs(2)).await? else {
+    ///     return Ok(()); // busy: give up
+    /// };
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<RedlockGuard>> {
         self.acquire(Instant::now().checked_add(wait)).await
     }
@@ -323,6 +342,14 @@ impl Redlock {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`Redlock::try_lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// let guard = redlock.lock().await?;
+    /// assert!(guard.is_valid());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<RedlockGuard> {
         self.acquire(None)
             .await?
@@ -643,6 +670,16 @@ impl RedlockGuard {
     ///
     /// Cancel safe: the validity only grows once a majority has answered, so a dropped
     /// call leaves it as it was (some servers may have extended their key).
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = redlock.lock().await?;
+    /// if guard.extend(Duration::from_secs(10)).await? {
+    ///     assert!(guard.validity() > Duration::from_secs(9));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<bool> {
         validate_lease(ttl)?;
         if ttl < MIN_TTL {
@@ -715,6 +752,14 @@ impl RedlockGuard {
     ///
     /// Not cancel safe in the sense that the release may have reached only some
     /// servers; whatever it missed expires after the TTL.
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// let guard = redlock.lock().await?;
+    /// guard.unlock().await?;
+    /// assert_eq!(redlock.inspect().await?.majority_holder, None);
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         let replies = release_everywhere(
