@@ -193,5 +193,8 @@ async fn bad_input_is_a_coded_4xx() {
     // The voucher is untouched by all of that.
     let (status, v) = call(http.get(format!("{base}/vouchers/{voucher}"))).await;
     assert_eq!((status, v["stock"].as_i64()), (200, Some(5)));
-    cluster.stop().await;
+    cluster
+        .stop()
+        .await
+        .expect("graceful shutdown: exit 0 after SIGTERM");
 }

@@ -162,7 +162,10 @@ async fn voucher_rules(database: &str, flow: OrderFlow) {
         orders.iter().filter_map(|o| o["id"].as_i64()).collect();
     assert_eq!(ids.len(), orders.len(), "order ids are unique");
 
-    cluster.stop().await;
+    cluster
+        .stop()
+        .await
+        .expect("graceful shutdown: exit 0 after SIGTERM");
 }
 
 /// With the order lock off, the unique (user, voucher) index alone still refuses a
@@ -207,5 +210,8 @@ async fn unique_index_backs_up_the_lock() {
         Some(90),
         "a refused duplicate gives its unit back"
     );
-    cluster.stop().await;
+    cluster
+        .stop()
+        .await
+        .expect("graceful shutdown: exit 0 after SIGTERM");
 }

@@ -178,8 +178,11 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
             };
             let cluster = Cluster::start(options.instances, &args).await?;
             let result = bench_round(&http, &cluster, &db, options, round).await;
-            cluster.stop().await;
+            cluster.stop().await?;
             db.close().await;
+            if options.database.is_none() {
+                remove_sqlite(&args.database);
+            }
             let r = result?;
             eprintln!(
                 "bench round {round}: {} {:.0} orders/s ({} orders, {} errors)",
@@ -291,4 +294,16 @@ async fn bench_round(
         p50_ms: load.latency_ms(0.5),
         p99_ms: load.latency_ms(0.99),
     })
+}
+
+/// Deletes a scratch SQLite file made by `fresh_sqlite` (and its WAL files).
+fn remove_sqlite(url: &str) {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{path}{suffix}"));
+    }
 }

@@ -77,8 +77,13 @@ impl Cluster {
         &self.urls
     }
 
-    /// Stops every instance with SIGTERM (graceful shutdown), SIGKILL after 10 s.
-    pub async fn stop(mut self) {
+    /// Stops every instance with SIGTERM and waits for the graceful shutdown (requests
+    /// in flight finish, the database pool closes); SIGKILL after 10 s.
+    ///
+    /// # Errors
+    ///
+    /// When an instance did not exit with status 0 within 10 s of SIGTERM.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
         for child in &mut self.children {
             if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
                 let _ = nix::sys::signal::kill(
@@ -87,14 +92,24 @@ impl Cluster {
                 );
             }
         }
-        for child in &mut self.children {
-            if tokio::time::timeout(Duration::from_secs(10), child.wait())
-                .await
-                .is_err()
-            {
-                let _ = child.kill().await;
+        let mut failures = Vec::new();
+        for (i, child) in self.children.iter_mut().enumerate() {
+            match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+                Ok(Ok(status)) if status.success() => {}
+                Ok(Ok(status)) => failures.push(format!("instance {i} exited with {status}")),
+                Ok(Err(e)) => failures.push(format!("instance {i}: {e}")),
+                Err(_) => {
+                    let _ = child.kill().await;
+                    failures.push(format!("instance {i} ignored SIGTERM for 10 s"));
+                }
             }
         }
+        anyhow::ensure!(
+            failures.is_empty(),
+            "unclean shutdown: {}",
+            failures.join("; ")
+        );
+        Ok(())
     }
 }
 

@@ -224,7 +224,7 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     if options.vouchers {
         bar.set_message("vouchers, lock");
         vouchers.push(run_vouchers(&http, &cluster, &db, options, OrderFlow::Lock, &bar).await?);
-        cluster.stop().await;
+        cluster.stop().await?;
         for flow in [OrderFlow::NoLock, OrderFlow::Lua] {
             let other = Cluster::start(
                 options.instances,
@@ -236,10 +236,10 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
             .await?;
             bar.set_message(format!("vouchers, {}", flow.name()));
             vouchers.push(run_vouchers(&http, &other, &db, options, flow, &bar).await?);
-            other.stop().await;
+            other.stop().await?;
         }
     } else {
-        cluster.stop().await;
+        cluster.stop().await?;
     }
     bar.finish_and_clear();
     db.close().await;

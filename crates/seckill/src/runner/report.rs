@@ -369,7 +369,7 @@ impl Report {
     pub fn svg(&self) -> String {
         let rows = self.variants.len().max(1);
         let (label_w, panel_w, row_h, top) = (120.0, 300.0, 24.0, 50.0);
-        let width = label_w + 2.0 * panel_w + 60.0;
+        let width = label_w + 2.0 * panel_w + 170.0;
         let height = top + rows as f64 * row_h + 30.0;
         let max_tp = self
             .variants
