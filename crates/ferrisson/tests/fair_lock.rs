@@ -399,6 +399,36 @@ async fn child_fair_waiter() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_fair_lock_and_lost_fires_when_it_is_taken_away() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let lease = Duration::from_millis(300);
+    let client = Client::builder(&server.url())
+        .watchdog_lease(lease)
+        .connect()
+        .await?;
+    let lock = client.fair_lock("watched")?;
+    let other = Client::connect(&server.url()).await?.fair_lock("watched")?;
+    let guard = lock.lock().await?;
+    let started = Instant::now();
+    // Time passing is the point: four leases go by while the watchdog renews.
+    while started.elapsed() < lease * 4 {
+        tokio::time::sleep(lease / 4).await;
+        assert!(guard.is_held());
+        assert!(other.try_lock().await?.is_none(), "the lock lapsed");
+    }
+    assert_eq!(client.stats().renewing, 1);
+    let mut conn = raw(&server).await?;
+    let () = conn.del("{watched}").await?;
+    tokio::time::timeout(Duration::from_secs(5), guard.lost()).await?;
+    assert!(!guard.is_held());
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;
     assert!(matches!(

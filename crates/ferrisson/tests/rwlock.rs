@@ -589,6 +589,41 @@ async fn killed_reader_process_stops_blocking_after_its_lease() -> anyhow::Resul
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_writer_process_stops_blocking_readers_after_its_lease() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let lease = Duration::from_secs(1);
+    let mut child = ChildHolder::hold(&server, "xproc-wkill", "write", lease)?;
+    let lock = client.rwlock("xproc-wkill")?;
+    let reader = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = lock.read().await?;
+            anyhow::Ok((Instant::now(), guard))
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            client.stats().waiting_channels == 1
+        })
+        .await
+    );
+    child.kill()?;
+    let killed_at = Instant::now();
+    // No release message ever comes: the reader wakes when the writer's lease runs out.
+    let (granted_at, read) = tokio::time::timeout(Duration::from_secs(10), reader).await???;
+    let waited = granted_at - killed_at;
+    assert!(
+        waited <= lease + Duration::from_secs(1),
+        "waited {waited:?}"
+    );
+    let info = lock.inspect().await?;
+    assert_eq!(info.mode, Some(RwLockMode::Read));
+    assert_eq!((info.writer, info.readers[0].owner), (None, read.owner()));
+    read.unlock().await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dropped_futures_leave_nothing_behind() -> anyhow::Result<()> {
     let (server, client) = server_and_client().await?;
