@@ -238,6 +238,50 @@ async fn waits_for_a_member_without_holding_the_others() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() -> anyhow::Result<()> {
+    let setup = Setup::start()?;
+    let clients = setup.clients().await?;
+    let multi = MultiLock::new(vec![clients[0].lock("a")?, clients[1].lock("b")?])?;
+    let (_, b_elsewhere) = setup.pair().await?;
+    let (release, holder, held) = hold_elsewhere(b_elsewhere);
+    held.await?;
+
+    let waiter = {
+        let multi = multi.clone();
+        tokio::spawn(async move { multi.lock().await })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || clients[1]
+            .stats()
+            .waiting_channels
+            == 1)
+        .await
+    );
+    waiter.abort();
+    assert!(waiter.await.is_err_and(|e| e.is_cancelled()));
+    assert!(
+        eventually(Duration::from_secs(5), || clients[1]
+            .stats()
+            .waiting_channels
+            == 0)
+        .await
+    );
+    assert_eq!(clients[0].stats().holds, 0);
+    assert_eq!(clients[1].stats().holds, 0);
+    assert!(!setup.exists(0, "{a}")?);
+
+    release
+        .send(())
+        .map_err(|()| anyhow::anyhow!("holder gone"))?;
+    holder.await??;
+    assert!(
+        !setup.exists(1, "{b}")?,
+        "the cancelled waiter did not take b later"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opposite_orders_do_not_deadlock() -> anyhow::Result<()> {
     const ROUNDS: u64 = 25;
     let setup = Setup::start()?;

@@ -214,6 +214,35 @@ async fn works_with_two_of_five_killed() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn extend_and_unlock_need_a_majority_to_answer() -> anyhow::Result<()> {
+    let mut servers = servers(5)?;
+    let redlock = Redlock::new(&clients(&servers).await?, "five")?
+        .with_ttl(Duration::from_secs(5))?
+        .with_node_timeout(Duration::from_millis(200))?;
+    let guard = redlock.try_lock().await?.expect("free");
+    let before = guard.validity();
+    for i in [0, 1, 2] {
+        servers[i].kill()?;
+    }
+    let error = guard
+        .extend(Duration::from_secs(30))
+        .await
+        .expect_err("2 of 5 answer");
+    assert!(error.is_connection_error(), "{error:?}");
+    assert!(
+        guard.validity() <= before,
+        "a failed extend never grows the validity"
+    );
+    let error = guard.unlock().await.expect_err("2 of 5 answer");
+    assert!(error.is_connection_error(), "{error:?}");
+    // The servers that answered did release.
+    for i in [3, 4] {
+        assert_eq!(dbsize(&servers[i])?, ":0");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn refuses_with_three_of_five_killed() -> anyhow::Result<()> {
     let mut servers = servers(5)?;
     let redlock = Redlock::new(&clients(&servers).await?, "five")?
