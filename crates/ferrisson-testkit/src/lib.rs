@@ -14,6 +14,8 @@
 //! server.resume().expect("SIGCONT");
 //! ```
 
+mod proxy;
 mod server;
 
+pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use server::{RedisServer, redis_server_binary};
