@@ -11,6 +11,10 @@ use crate::fence::FencingToken;
 use crate::lock::{Lock, LockGuard};
 
 /// The wait budget each member adds to a [`MultiLock`]'s default (Redisson's 1500 ms).
+///
+/// ```
+/// assert_eq!(ferrisson::MULTI_LOCK_BUDGET_PER_LOCK.as_millis(), 1500);
+/// ```
 pub const MULTI_LOCK_BUDGET_PER_LOCK: Duration = Duration::from_millis(1500);
 
 /// All-or-nothing over several [`Lock`]s (Redisson's `RedissonMultiLock`).
@@ -102,21 +106,46 @@ impl MultiLock {
     }
 
     /// The length of one round of [`MultiLock::lock`].
+    ///
+    /// ```no_run
+    /// # fn demo(multi: ferrisson::MultiLock) {
+    /// assert_eq!(multi.wait_budget(), ferrisson::MULTI_LOCK_BUDGET_PER_LOCK * multi.len() as u32);
+    /// # }
+    /// ```
     pub fn wait_budget(&self) -> Duration {
         self.budget
     }
 
     /// The members, in the order given to [`MultiLock::new`].
+    ///
+    /// ```no_run
+    /// # fn demo(multi: ferrisson::MultiLock) {
+    /// let names: Vec<&str> = multi.locks().iter().map(|lock| lock.name()).collect();
+    /// assert_eq!(names.len(), multi.len());
+    /// # }
+    /// ```
     pub fn locks(&self) -> &[Lock] {
         &self.locks
     }
 
     /// How many members there are.
+    ///
+    /// ```no_run
+    /// # fn demo(multi: ferrisson::MultiLock) {
+    /// assert!(multi.len() >= 1);
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.locks.len()
     }
 
     /// Always false: a multi-lock has at least one member.
+    ///
+    /// ```no_run
+    /// # fn demo(multi: ferrisson::MultiLock) {
+    /// assert!(!multi.is_empty());
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.locks.is_empty()
     }
@@ -372,16 +401,40 @@ impl fmt::Debug for MultiLockGuard {
 
 impl MultiLockGuard {
     /// Each member's fencing token, in member order.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// for (lock, token) in multi.locks().iter().zip(guard.fencing_tokens()) {
+    ///     println!("write to {} with token {token}", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_tokens(&self) -> Vec<FencingToken> {
         self.guards.iter().map(LockGuard::fencing_token).collect()
     }
 
     /// The members' guards, in member order (names, owners, remaining leases).
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// let shortest = guard.guards().iter().map(|member| member.remaining()).min();
+    /// println!("held for at least {shortest:?} more");
+    /// # Ok(()) }
+    /// ```
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
     }
 
     /// True while every member is held.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// assert!(guard.is_held());
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.guards.iter().all(LockGuard::is_held)
     }
@@ -391,6 +444,16 @@ impl MultiLockGuard {
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.
+    ///
+    /// ```no_run
+    /// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+    /// let guard = multi.lock().await?;
+    /// tokio::select! {
+    ///     () = guard.lost() => eprintln!("a member was lost"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         if self.guards.is_empty() {
             return;
@@ -429,6 +492,14 @@ impl MultiLockGuard {
 }
 
 /// One member of a [`MultiLock`], from [`MultiLock::inspect`].
+///
+/// ```no_run
+/// # async fn demo(multi: ferrisson::MultiLock) -> ferrisson::Result<()> {
+/// let members = multi.inspect().await?;
+/// let free = members.iter().filter(|member| !member.locked).count();
+/// println!("{free} of {} members are free", members.len());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MultiLockMemberState {

@@ -16,10 +16,28 @@ use crate::lease::{millis, validate_lease};
 use crate::scripts::SCRIPTS;
 
 /// Default time to live of a [`Redlock`]'s keys.
+///
+/// ```no_run
+/// # fn demo(clients: &[ferrisson::Client]) -> ferrisson::Result<()> {
+/// let redlock = ferrisson::Redlock::new(clients, "orders")?;
+/// assert_eq!(redlock.ttl(), ferrisson::DEFAULT_REDLOCK_TTL);
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_REDLOCK_TTL: Duration = Duration::from_secs(10);
 /// Default least pause between two acquire attempts of a waiting [`Redlock`].
+///
+/// ```
+/// use ferrisson::{DEFAULT_REDLOCK_RETRY_DELAY, DEFAULT_REDLOCK_RETRY_JITTER};
+/// // A waiter pauses 50 to 100 ms between attempts.
+/// let longest = DEFAULT_REDLOCK_RETRY_DELAY + DEFAULT_REDLOCK_RETRY_JITTER;
+/// assert_eq!(longest, std::time::Duration::from_millis(100));
+/// ```
 pub const DEFAULT_REDLOCK_RETRY_DELAY: Duration = Duration::from_millis(50);
 /// Default random extra pause between two attempts (uniform in `0..=jitter`).
+///
+/// ```
+/// assert!(!ferrisson::DEFAULT_REDLOCK_RETRY_JITTER.is_zero());
+/// ```
 pub const DEFAULT_REDLOCK_RETRY_JITTER: Duration = Duration::from_millis(50);
 
 /// The default per-node timeout is a tenth of the TTL, but never more than this: a node
@@ -259,26 +277,57 @@ impl Redlock {
     }
 
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(redlock: ferrisson::Redlock) {
+    /// assert_eq!(redlock.name(), "orders");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// How many servers the lock spans.
+    ///
+    /// ```no_run
+    /// # fn demo(redlock: ferrisson::Redlock) {
+    /// assert!(redlock.nodes() >= redlock.quorum());
+    /// # }
+    /// ```
     pub fn nodes(&self) -> usize {
         self.nodes.len()
     }
 
     /// How many servers must agree: `N/2 + 1`.
+    ///
+    /// ```no_run
+    /// # fn demo(redlock: ferrisson::Redlock) {
+    /// // 3 of 5, 2 of 3, 1 of 1
+    /// assert_eq!(redlock.quorum(), redlock.nodes() / 2 + 1);
+    /// # }
+    /// ```
     pub fn quorum(&self) -> usize {
         self.nodes.len() / 2 + 1
     }
 
     /// The TTL written to every server.
+    ///
+    /// ```no_run
+    /// # fn demo(redlock: ferrisson::Redlock) {
+    /// assert_eq!(redlock.ttl(), ferrisson::DEFAULT_REDLOCK_TTL);
+    /// # }
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 
     /// How long one server may take to answer (see [`Redlock::with_node_timeout`]).
+    ///
+    /// ```no_run
+    /// # fn demo(redlock: ferrisson::Redlock) {
+    /// assert!(redlock.node_timeout() < redlock.ttl());
+    /// # }
+    /// ```
     pub fn node_timeout(&self) -> Duration {
         self.node_timeout
             .unwrap_or_else(|| (self.ttl / 10).min(MAX_DEFAULT_NODE_TIMEOUT))
@@ -629,12 +678,26 @@ impl fmt::Debug for RedlockGuard {
 
 impl RedlockGuard {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: ferrisson::RedlockGuard) {
+    /// assert_eq!(guard.name(), "orders");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.redlock.name
     }
 
     /// The random token this guard stored on the servers (compare with
     /// [`RedlockState::majority_holder`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// let guard = redlock.lock().await?;
+    /// let state = redlock.inspect().await?;
+    /// assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
+    /// # Ok(()) }
+    /// ```
     pub fn token(&self) -> &str {
         &self.token
     }
@@ -646,11 +709,28 @@ impl RedlockGuard {
     /// How much longer the lock is held for sure, by this process' monotonic clock:
     /// `TTL - elapsed - drift` at acquisition (or at the last extend), counting down.
     /// Zero once it ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// let guard = redlock.lock().await?;
+    /// assert!(guard.validity() < redlock.ttl());
+    /// # Ok(()) }
+    /// ```
     pub fn validity(&self) -> Duration {
         self.deadline().saturating_duration_since(Instant::now())
     }
 
     /// True while [`RedlockGuard::validity`] is above zero.
+    ///
+    /// ```no_run
+    /// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+    /// let guard = redlock.lock().await?;
+    /// if !guard.is_valid() {
+    ///     return Ok(()); // too late: do not touch the resource
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_valid(&self) -> bool {
         Instant::now() < self.deadline()
     }
@@ -826,6 +906,14 @@ impl Drop for RedlockGuard {
 }
 
 /// What [`Redlock::inspect`] found: the lock as every server sees it.
+///
+/// ```no_run
+/// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+/// let state = redlock.inspect().await?;
+/// let reachable = state.nodes.iter().filter(|n| n.reachable).count();
+/// println!("{reachable} of {} servers answer", state.nodes.len());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedlockState {
@@ -837,6 +925,14 @@ pub struct RedlockState {
 }
 
 /// One server's view of a [`Redlock`], from [`Redlock::inspect`].
+///
+/// ```no_run
+/// # async fn demo(redlock: ferrisson::Redlock) -> ferrisson::Result<()> {
+/// for node in redlock.inspect().await?.nodes {
+///     println!("{} {}: {:?} for {:?}", node.url, node.key, node.holder, node.ttl);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedlockNodeState {
