@@ -285,39 +285,52 @@ impl Lock {
         }
     }
 
-    /// Runs the acquire script on a spawned task, so that an acquire whose caller went
-    /// away is undone when its reply arrives instead of leaving a hold behind.
+    /// Sends the acquire script so that an acquire whose caller went away never leaves a
+    /// hold behind.
+    ///
+    /// A fresh owner id is this attempt's alone, so a dropped call is undone by removing
+    /// that owner outright (a drop guard, no extra task on the common path). A re-entry
+    /// or an explicit owner may share the hold with live guards: that call runs on a
+    /// spawned task which, if the caller is gone when the reply arrives, releases exactly
+    /// the one hold it took.
     async fn send_acquire(
         &self,
         owner: OwnerId,
         lease: Duration,
         reenter: bool,
     ) -> Result<AcquireReply> {
-        let (tx, rx) = oneshot::channel();
-        let client = self.client.clone();
-        let key = self.keys.main().to_owned();
-        let fence = self.keys.fence();
-        let channel = self.keys.channel();
-        tokio::spawn(async move {
-            let mut conn = client.conn();
-            let reply: redis::RedisResult<Vec<i64>> = SCRIPTS
-                .lock_acquire
-                .key(&key)
-                .key(&fence)
-                .arg(owner.to_string())
-                .arg(millis(lease))
-                .arg(if reenter { "reenter" } else { "acquire" })
-                .invoke_async(&mut conn)
-                .await;
-            if let Err(Ok(reply)) = tx.send(reply)
-                && reply.first() == Some(&1)
-            {
-                let _ = release_once(&client, &key, &channel, owner, lease).await;
+        let mode = if reenter { "reenter" } else { "acquire" };
+        let reply = if reenter || self.owner.is_some() {
+            let (tx, rx) = oneshot::channel();
+            let client = self.client.clone();
+            let keys = self.keys.clone();
+            tokio::spawn(async move {
+                let reply = invoke_acquire(&client, &keys, owner, lease, mode).await;
+                if let Err(Ok(reply)) = tx.send(reply)
+                    && reply.first() == Some(&1)
+                {
+                    let _ = release_once(&client, keys.main(), &keys.channel(), owner, lease).await;
+                }
+            });
+            rx.await
+                .map_err(|_| Error::Protocol("acquire task was cancelled".into()))??
+        } else {
+            let undo = AbandonOnDrop {
+                client: &self.client,
+                keys: &self.keys,
+                owner,
+                armed: true,
+            };
+            match invoke_acquire(&self.client, &self.keys, owner, lease, mode).await {
+                Ok(reply) => {
+                    undo.disarm();
+                    reply
+                }
+                // The script may have run before the connection failed: `undo` removes
+                // this attempt's owner if it did.
+                Err(e) => return Err(e.into()),
             }
-        });
-        let reply = rx
-            .await
-            .map_err(|_| Error::Protocol("acquire task was cancelled".into()))??;
+        };
         match reply.as_slice() {
             [1, token, count] => Ok(AcquireReply::Acquired {
                 token: u64::try_from(*token)
@@ -327,6 +340,66 @@ impl Lock {
             [0, pttl] => Ok(AcquireReply::Held(*pttl)),
             [2] => Ok(AcquireReply::NotReentered),
             other => Err(Error::Protocol(format!("lock acquire returned {other:?}"))),
+        }
+    }
+}
+
+async fn invoke_acquire(
+    client: &Client,
+    keys: &Keys,
+    owner: OwnerId,
+    lease: Duration,
+    mode: &str,
+) -> redis::RedisResult<Vec<i64>> {
+    let mut conn = client.conn();
+    SCRIPTS
+        .lock_acquire
+        .key(keys.main())
+        .key(keys.fence())
+        .arg(owner.to_string())
+        .arg(millis(lease))
+        .arg(mode)
+        .invoke_async(&mut conn)
+        .await
+}
+
+/// Armed while a fresh owner's acquire is in flight: if the caller's future is dropped
+/// there, the acquire may still land, so remove that owner's hold (if any) afterwards.
+struct AbandonOnDrop<'a> {
+    client: &'a Client,
+    keys: &'a Keys,
+    owner: OwnerId,
+    armed: bool,
+}
+
+impl AbandonOnDrop<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let client = self.client.clone();
+        let keys = self.keys.clone();
+        let owner = self.owner;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut conn = client.conn();
+                let undone: redis::RedisResult<i64> = SCRIPTS
+                    .lock_abandon
+                    .key(keys.main())
+                    .key(keys.channel())
+                    .arg(owner.to_string())
+                    .invoke_async(&mut conn)
+                    .await;
+                if let Err(e) = undone {
+                    tracing::debug!(error = %e, "undoing a cancelled acquire failed; it expires with its lease");
+                }
+            });
         }
     }
 }

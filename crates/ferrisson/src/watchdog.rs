@@ -19,10 +19,37 @@ use crate::scripts::SCRIPTS;
 /// Most locks renewed by one script call.
 pub(crate) const BATCH: usize = 100;
 
+/// Fewest entries before released holds are pruned from the list outside a scan.
+const PRUNE_FLOOR: usize = 64;
+
 struct Shared {
-    holds: Mutex<Vec<Arc<Hold>>>,
+    registry: Mutex<Registry>,
     wake: Notify,
     lease: Duration,
+}
+
+struct Registry {
+    holds: Vec<Arc<Hold>>,
+    /// Prune released holds when the list reaches this length (amortised O(1) per hold).
+    prune_at: usize,
+    /// What the renewal task is doing, so that a new hold wakes it only when needed.
+    state: TaskState,
+}
+
+#[derive(Clone, Copy)]
+enum TaskState {
+    /// Renewing: it scans the list again when done.
+    Busy,
+    /// Asleep until this instant.
+    SleepingUntil(Instant),
+    /// Asleep with nothing to renew.
+    Idle,
+}
+
+impl Shared {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Handle to the client's renewal task.
@@ -37,7 +64,11 @@ impl Watchdog {
         shutdown: oneshot::Receiver<()>,
     ) -> Self {
         let shared = Arc::new(Shared {
-            holds: Mutex::new(Vec::new()),
+            registry: Mutex::new(Registry {
+                holds: Vec::new(),
+                prune_at: PRUNE_FLOOR,
+                state: TaskState::Idle,
+            }),
             wake: Notify::new(),
             lease,
         });
@@ -51,23 +82,31 @@ impl Watchdog {
             return;
         }
         hold.start_renewing(self.shared.lease);
-        self.shared
-            .holds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(hold));
-        self.shared.wake.notify_one();
+        let due = hold.next_renewal();
+        let mut registry = self.shared.registry();
+        if registry.holds.len() >= registry.prune_at {
+            registry.holds.retain(|h| h.is_renewing());
+            registry.prune_at = (registry.holds.len() * 2).max(PRUNE_FLOOR);
+        }
+        registry.holds.push(Arc::clone(hold));
+        // Lock-heavy code takes and releases thousands of locks a second: wake the task
+        // only if it would otherwise sleep past this hold's first renewal.
+        let must_wake = match registry.state {
+            TaskState::Busy => false,
+            TaskState::SleepingUntil(at) => at > due,
+            TaskState::Idle => true,
+        };
+        if must_wake {
+            registry.state = TaskState::Busy;
+            self.shared.wake.notify_one();
+        }
     }
 
     /// Number of holds being renewed (for tests and inspection).
     pub(crate) fn len(&self) -> usize {
-        let mut holds = self
-            .shared
-            .holds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        holds.retain(|h| h.is_renewing());
-        holds.len()
+        let mut registry = self.shared.registry();
+        registry.holds.retain(|h| h.is_renewing());
+        registry.holds.len()
     }
 }
 
@@ -79,11 +118,12 @@ async fn run(conn: ConnectionManager, shared: Arc<Shared>, mut shutdown: oneshot
     loop {
         let now = Instant::now();
         let (due, next_wake) = {
-            let mut holds = shared.holds.lock().unwrap_or_else(PoisonError::into_inner);
-            holds.retain(|h| h.is_renewing());
+            let mut registry = shared.registry();
+            registry.holds.retain(|h| h.is_renewing());
+            registry.prune_at = (registry.holds.len() * 2).max(PRUNE_FLOOR);
             let mut due = Vec::new();
             let mut next_wake: Option<Instant> = None;
-            for hold in holds.iter() {
+            for hold in &registry.holds {
                 if now >= hold.validity().deadline {
                     // Starved past the deadline: the lock may be gone; never renew it now.
                     tracing::warn!(lock = %hold.name, "lock lost: its lease ran out before a renewal");
@@ -97,13 +137,18 @@ async fn run(conn: ConnectionManager, shared: Arc<Shared>, mut shutdown: oneshot
                     next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
                 }
             }
+            registry.state = match (due.is_empty(), next_wake) {
+                (false, _) => TaskState::Busy,
+                (true, Some(at)) => TaskState::SleepingUntil(at),
+                (true, None) => TaskState::Idle,
+            };
             (due, next_wake)
         };
 
         if due.is_empty() {
             let sleep = async {
                 match next_wake {
-                    Some(at) => tokio::time::sleep_until(at - early).await,
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };

@@ -1,0 +1,12 @@
+-- Removes an owner's hold outright: undoes an acquire whose caller went away. Only used
+-- for a fresh owner id, which no other guard shares.
+-- KEYS[1]: the lock hash
+-- KEYS[2]: the lock's release channel
+-- ARGV[1]: owner id
+-- Returns: 1 the owner held it and it is now free; 0 the owner did not hold it.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[2], 'released')
+return 1
