@@ -30,6 +30,14 @@ pub struct LoginReply {
 
 /// Whether `phone` is a mainland mobile number: `1`, then `3`–`9`, then nine digits
 /// (the seed project's `PHONE_REGEX`, without the regex).
+///
+/// ```
+/// use seckill::auth::is_valid_phone;
+///
+/// assert!(is_valid_phone("13800138000"));
+/// assert!(!is_valid_phone("12800138000")); // second digit 2
+/// assert!(!is_valid_phone("138-0013-8000"));
+/// ```
 pub fn is_valid_phone(phone: &str) -> bool {
     let b = phone.as_bytes();
     b.len() == 11

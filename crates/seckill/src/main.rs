@@ -47,9 +47,9 @@ struct BenchArgs {
     /// Use this database instead of a fresh SQLite file per round.
     #[arg(long)]
     database: Option<String>,
-    /// Where bench.json goes.
-    #[arg(long, default_value = "target/lab")]
-    out: PathBuf,
+    /// Where bench.json goes (default: the cargo target directory's `lab/`).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -88,7 +88,7 @@ struct ServeArgs {
 
 #[derive(Debug, Args)]
 struct LabServeArgs {
-    /// Lease of the lab's expiring locks (set-nx-ex, token-check, token-lua, setnx-expire).
+    /// Lease of the lab's expiring hand-made locks (setnx-expire, set-nx-ex, token-check).
     #[arg(long = "lab-lease", default_value = "10s", value_parser = humantime::parse_duration)]
     lease: Duration,
     /// How long a lab request retries a held lock before answering sold: false.
@@ -134,9 +134,10 @@ struct LabArgs {
     /// Use this database instead of a fresh SQLite file (its unique order index is dropped!).
     #[arg(long)]
     database: Option<String>,
-    /// Where the report, chart and instance logs go.
-    #[arg(long, default_value = "target/lab")]
-    out: PathBuf,
+    /// Where the report, chart and instance logs go (default: the cargo target
+    /// directory's `lab/`, e.g. target/lab).
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Lease of the expiring hand-made locks.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     lease: Duration,
@@ -167,6 +168,20 @@ struct LabArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+}
+
+/// `target/lab` next to the binary's profile directory (`target/release/seckill` →
+/// `target/lab`), wherever the target directory is; `target/lab` otherwise.
+fn default_out() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let profile_dir = exe.parent()?;
+            let name = profile_dir.file_name()?.to_str()?;
+            matches!(name, "release" | "debug")
+                .then(|| profile_dir.parent().map(|t| t.join("lab")))?
+        })
+        .unwrap_or_else(|| PathBuf::from("target/lab"))
 }
 
 fn init_tracing(default: &str) {
@@ -217,7 +232,7 @@ async fn main() -> anyhow::Result<()> {
                 rounds: args.rounds,
                 redis: args.redis,
                 database: args.database,
-                out: args.out,
+                out: args.out.unwrap_or_else(default_out),
                 ..BenchOptions::new(std::env::current_exe()?)
             };
             let report = runner::bench(&options).await?;
@@ -247,7 +262,7 @@ async fn main() -> anyhow::Result<()> {
                 redis: args.redis,
                 redlock_redis: args.redlock_redis,
                 database: args.database,
-                out: args.out,
+                out: args.out.unwrap_or_else(default_out),
                 lease: args.lease,
                 lock_wait: args.lock_wait,
                 fault_at: args.fault_at,

@@ -60,13 +60,17 @@ pub mod keys {
 const WATCHDOG_LOCK: &str = "lab:watchdog";
 const TOKEN_LUA_LOCK: &str = "lab:token-lua";
 const REDLOCK_LOCK: &str = "lab:redlock";
+/// `token-lua`'s lease: the seed's `EX 10`. Longer than any step takes, even on a
+/// starved machine, which is the condition under which this variant is correct.
+const TOKEN_LUA_LEASE: Duration = Duration::from_secs(10);
 /// The seed's `tryLock(10, 30, SECONDS)` for Redlock: wait 10 s.
 const REDLOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The lab's knobs (`seckill serve --lab-*`).
 #[derive(Debug, Clone)]
 pub struct LabConfig {
-    /// Lease of the expiring hand-made locks and of `token-lua` (the seed: 10 s).
+    /// Lease of the expiring hand-made locks (`setnx-expire`, `set-nx-ex`,
+    /// `token-check`; the seed: 10 s). `token-lua` keeps the seed's 10 s.
     pub lease: Duration,
     /// How long a request retries a held lock before answering `sold: false`.
     pub lock_wait: Duration,
@@ -95,6 +99,16 @@ impl Default for LabConfig {
 }
 
 /// One deduction strategy of the lab.
+///
+/// ```
+/// use seckill::{Variant, Verdict};
+///
+/// let v = Variant::parse("set-nx-ex").expect("a lab variant");
+/// assert_eq!(v, Variant::SetNxEx);
+/// assert_eq!(v.expected(), Verdict::WrongLockDeleted);
+/// assert_eq!(Variant::ALL.iter().filter(|v| v.expected() == Verdict::Correct).count(), 5);
+/// assert!(Variant::parse("spinlock").is_none());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
@@ -435,7 +449,7 @@ impl Lab {
             watchdog: locks.lock(WATCHDOG_LOCK)?,
             token_lua: locks
                 .simple_lock(TOKEN_LUA_LOCK)?
-                .with_lease(config.lease)?,
+                .with_lease(TOKEN_LUA_LEASE)?,
             redlock,
             script: redis::Script::new(include_str!("../lua/lab_deduct.lua")),
         })

@@ -15,8 +15,9 @@ fn small(out: &std::path::Path) -> LabOptions {
         instances: 2,
         fault_at: 5,
         lease: Duration::from_millis(300),
-        lock_wait: Duration::from_millis(500),
-        stall: Duration::from_millis(400),
+        // Generous, so that a starved CI machine does not make a correct lock give up.
+        lock_wait: Duration::from_millis(1500),
+        stall: Duration::from_millis(700),
         stall_every: 10,
         watchdog_lease: Duration::from_millis(600),
         users: 40,

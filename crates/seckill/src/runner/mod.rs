@@ -28,6 +28,26 @@ use crate::db::Db;
 use crate::oversell::{LabConfig, LabState, Variant, Verdict};
 
 /// Everything `seckill lab` can be told.
+///
+/// ```no_run
+/// # async fn demo() -> anyhow::Result<()> {
+/// use seckill::runner::{self, LabOptions};
+/// use seckill::{Variant, Verdict};
+///
+/// // A small lab: 20 clients x 2 loops against 20 units, two variants, no vouchers.
+/// let options = LabOptions {
+///     clients: 20,
+///     loops: 2,
+///     stock: 20,
+///     variants: vec![Variant::Naive, Variant::TokenLua],
+///     vouchers: false,
+///     ..LabOptions::new("target/release/seckill".into())
+/// };
+/// let report = runner::run(&options).await?;
+/// assert_eq!(report.variants[1].verdict, Verdict::Correct);
+/// println!("{}", report.table());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct LabOptions {
     /// The `seckill` binary to start instances from.
