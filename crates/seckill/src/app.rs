@@ -139,7 +139,7 @@ pub fn router(state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
-                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .with_state(state)
 }

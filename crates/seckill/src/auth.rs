@@ -55,11 +55,14 @@ pub async fn login(
         return Err(ApiError::InvalidPhone);
     }
     let inner = &state.inner;
-    let new_id = inner.ids.next_id("user").await?;
-    let user_id = inner
-        .db
-        .user_by_phone(&req.phone, new_id, chrono::Utc::now().timestamp_millis())
-        .await?;
+    let user_id = match inner.db.user_by_phone(&req.phone).await? {
+        Some(id) => id,
+        None => {
+            let id = inner.ids.next_id("user").await?;
+            let now = chrono::Utc::now().timestamp_millis();
+            inner.db.insert_user(id, &req.phone, now).await?
+        }
+    };
     let token = format!("{:032x}", rand::random::<u128>());
     let mut conn = inner.redis.clone();
     let ttl = inner.config.token_ttl.as_secs().max(1);

@@ -238,40 +238,40 @@ impl Db {
             .map(|_| ())
     }
 
-    /// The user id for `phone`, creating the user with `new_id` if there is none.
+    /// The id of the user with `phone`, if there is one.
     ///
     /// # Errors
     ///
     /// Database errors.
-    pub async fn user_by_phone(
-        &self,
-        phone: &str,
-        new_id: i64,
-        now_ms: i64,
-    ) -> Result<i64, sqlx::Error> {
+    pub async fn user_by_phone(&self, phone: &str) -> Result<Option<i64>, sqlx::Error> {
         let select = self.sql("SELECT id FROM users WHERE phone = ?");
-        if let Some(row) = sqlx::query(&select)
+        let row = sqlx::query(&select)
             .bind(phone)
             .fetch_optional(&self.pool)
-            .await?
-        {
-            return row.try_get(0);
-        }
+            .await?;
+        row.map(|r| r.try_get(0)).transpose()
+    }
+
+    /// Creates the user `id` with `phone` and returns the id; if a concurrent first login
+    /// of the same phone created it first, returns that user's id.
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub async fn insert_user(&self, id: i64, phone: &str, now_ms: i64) -> Result<i64, sqlx::Error> {
         let insert = self.sql("INSERT INTO users (id, phone, created_at) VALUES (?, ?, ?)");
         match sqlx::query(&insert)
-            .bind(new_id)
+            .bind(id)
             .bind(phone)
             .bind(now_ms)
             .execute(&self.pool)
             .await
         {
-            Ok(_) => Ok(new_id),
-            // Two first logins of one phone at once: the other insert won.
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => sqlx::query(&select)
-                .bind(phone)
-                .fetch_one(&self.pool)
+            Ok(_) => Ok(id),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => self
+                .user_by_phone(phone)
                 .await?
-                .try_get(0),
+                .ok_or_else(|| sqlx::Error::RowNotFound),
             Err(e) => Err(e),
         }
     }

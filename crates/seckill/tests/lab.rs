@@ -102,4 +102,6 @@ async fn local_mutex_is_correct_on_one_instance() {
     println!("{}", report.table());
     assert_eq!(report.variants[0].verdict, Verdict::Oversold);
     assert_eq!(report.variants[1].verdict, Verdict::Correct);
+    assert_eq!(report.variants[1].expected, Verdict::Correct);
+    assert!(report.problems().is_empty(), "{:?}", report.problems());
 }

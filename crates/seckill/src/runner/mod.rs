@@ -314,7 +314,16 @@ async fn run_variant(
     )
     .await;
     let state = LabState::read(conn, db).await?;
-    Ok(VariantRow::new(variant, options.stock, &load, &state))
+    // A fault is injected when its holder comes while stock is left.
+    let faults = options.fault_at != 0 && options.fault_at <= options.stock as u64;
+    let expected = variant.expected_in(options.instances, faults);
+    Ok(VariantRow::new(
+        variant,
+        expected,
+        options.stock,
+        &load,
+        &state,
+    ))
 }
 
 /// Counts of reply codes (`created` for an order, else the error code).

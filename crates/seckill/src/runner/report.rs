@@ -57,7 +57,13 @@ pub struct VariantRow {
 
 impl VariantRow {
     /// The row of `variant` from its load and the state it left.
-    pub fn new(variant: Variant, stock: i64, load: &LoadResult, state: &LabState) -> Self {
+    pub fn new(
+        variant: Variant,
+        expected: Verdict,
+        stock: i64,
+        load: &LoadResult,
+        state: &LabState,
+    ) -> Self {
         let (verdict, sold, oversold, lost_updates) = verdict(variant, stock, state);
         let final_stock = match variant {
             Variant::DbOptimistic => state.db_stock.unwrap_or(stock),
@@ -65,7 +71,7 @@ impl VariantRow {
         };
         Self {
             variant,
-            expected: variant.expected(),
+            expected,
             verdict,
             requests: load.samples.len(),
             sold,
