@@ -339,12 +339,24 @@ async fn commands_while_waiting(
     Ok(after - before - 1)
 }
 
+/// Commands clients sent (script calls, subscribe, unsubscribe, INFO), not counting the
+/// commands scripts run inside Redis, which `total_commands_processed` would include.
 async fn commands_processed(conn: &mut MultiplexedConnection) -> anyhow::Result<u64> {
-    let info: String = redis::cmd("INFO").arg("stats").query_async(conn).await?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no total_commands_processed"))
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let calls = |command: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(["evalsha", "subscribe", "unsubscribe", "info"]
+        .iter()
+        .map(|c| calls(c))
+        .sum())
 }
 
 fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {

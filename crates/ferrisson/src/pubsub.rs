@@ -1,14 +1,14 @@
 //! The one subscription per client that wakes every local waiter.
 //!
 //! Waiters join a channel; the first joiner makes the client `SUBSCRIBE` (on the shared
-//! RESP3 connection, so the connection count never grows with waiters), the last leaver
-//! makes it `UNSUBSCRIBE`. One actor task issues both, in order, so a late `UNSUBSCRIBE`
+//! RESP3 connection, so the connection count never grows with waiters), and half a second
+//! after the last one left it sends `UNSUBSCRIBE`. One actor task issues both, in order, so a late `UNSUBSCRIBE`
 //! can never undo a newer `SUBSCRIBE`, and a waiter dropped mid-subscribe leaks nothing.
 //! A message wakes one waiter of its channel (a release frees one lock), or as many as its
 //! payload says: a number (permits released) or `all` (a latch reached zero); a lost
 //! connection wakes them all, since messages may have been missed while it was down.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -229,13 +229,44 @@ fn wakeups(payload: Option<&Value>) -> Wakeups {
     }
 }
 
+/// How long a channel stays subscribed after its last local waiter left. A contended
+/// lock's waiters come and go with every hand-off; lingering saves a SUBSCRIBE and an
+/// UNSUBSCRIBE round trip each time, and a waiter that re-joins is ready at once.
+const LINGER: Duration = Duration::from_millis(500);
+
 async fn run_actor(
     mut conn: ConnectionManager,
     mut ops: mpsc::UnboundedReceiver<Op>,
     shared: Shared,
 ) {
     let mut subscribed: HashSet<String> = HashSet::new();
-    while let Some(op) = ops.recv().await {
+    // Channels nobody waits on any more, in the order they were left, with when they go.
+    let mut leaving: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
+    loop {
+        let next_leave = leaving.front().map(|(at, _)| *at);
+        let op = tokio::select! {
+            op = ops.recv() => match op {
+                Some(op) => op,
+                None => return,
+            },
+            () = async {
+                match next_leave {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some((_, channel)) = leaving.pop_front() {
+                    let still_wanted = lock(&shared).by_name.contains_key(&channel);
+                    let queued_again = leaving.iter().any(|(_, c)| *c == channel);
+                    if !still_wanted && !queued_again && subscribed.remove(&channel)
+                        && let Err(e) = conn.unsubscribe(&channel).await
+                    {
+                        tracing::debug!(error = %e, "unsubscribe failed; the server drops it with the connection");
+                    }
+                }
+                continue;
+            }
+        };
         match op {
             Op::Subscribe(channel, reply) => {
                 let result = if subscribed.contains(&channel) {
@@ -250,11 +281,8 @@ async fn run_actor(
                 let _ = reply.send(result);
             }
             Op::Unsubscribe(channel) => {
-                let still_wanted = lock(&shared).by_name.contains_key(&channel);
-                if !still_wanted && subscribed.remove(&channel) {
-                    if let Err(e) = conn.unsubscribe(&channel).await {
-                        tracing::debug!(error = %e, "unsubscribe failed; the server drops it with the connection");
-                    }
+                if subscribed.contains(&channel) {
+                    leaving.push_back((tokio::time::Instant::now() + LINGER, channel));
                 }
             }
         }
