@@ -311,6 +311,34 @@ impl FairLock {
         Ok(conn.exists(self.keys.main()).await?)
     }
 
+    /// Deletes the lock whoever holds it and wakes the head of the queue (an operator's
+    /// tool). The holder's guards see the loss at their next renewal. Returns whether a
+    /// lock was deleted; the queue is left as it is.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// if lock.force_unlock().await? {
+    ///     eprintln!("{} was held and is free now", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let mut conn = self.client.conn();
+        let deleted: i64 = SCRIPTS
+            .fair_force_release
+            .key(self.keys.main())
+            .key(self.queue_key())
+            .key(self.deadlines_key())
+            .key(self.channel_prefix())
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(deleted == 1)
+    }
+
     /// Reads the lock's holder, TTL and queue in one atomic step, without changing them.
     /// Waiters whose entry expired but was not evicted yet are left out.
     ///

@@ -296,6 +296,33 @@ impl RwLock {
         Ok(held.map(|held| RwLockWriteGuard { held }))
     }
 
+    /// Deletes the lock whoever holds it, every reader and the writer, and wakes its
+    /// waiters (an operator's tool). The holders' guards see the loss at their next
+    /// renewal. Returns whether a lock was deleted.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// if lock.force_unlock().await? {
+    ///     eprintln!("{} was held and is free now", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let mut conn = self.client.conn();
+        let deleted: i64 = SCRIPTS
+            .rwlock_force_release
+            .key(self.keys.main())
+            .key(self.channel(Side::Read))
+            .key(self.channel(Side::Write))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(deleted == 1)
+    }
+
     /// Reads the lock's holders, leases and TTL in one atomic step, without changing
     /// them. Holders whose lease ran out but who were not evicted yet are left out.
     ///
