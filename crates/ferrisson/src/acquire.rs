@@ -69,6 +69,11 @@ where
         None => subscribe.await?,
     };
     loop {
+        // Listen before trying: a release that lands while the attempt is in flight
+        // wakes this waiter instead of being stored for whichever waiter parks first.
+        let woken = subscription.listen();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
         let ttl = match attempt().await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held(ttl) => ttl,
@@ -81,6 +86,6 @@ where
             }
             nap = nap.min(d - now);
         }
-        subscription.wait(nap).await;
+        let _ = tokio::time::timeout(nap, woken).await;
     }
 }

@@ -133,6 +133,12 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
+    /// A wake-up of this channel to await, registered as a waiter once enabled
+    /// (`Notified::enable`), so a message that arrives before it is awaited still counts.
+    pub(crate) fn listen(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
     /// Waits until a message on the channel wakes this waiter or `timeout` passes.
     /// Returns true when woken by a message.
     ///
