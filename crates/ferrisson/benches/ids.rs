@@ -2,7 +2,8 @@
 //! redis-rs, measured in the same run against one private redis-server.
 //!
 //! Run: `cargo bench -p ferrisson --bench ids` (`IDS_BENCH_MILLIS=N` per figure, default
-//! 1000; `IDS_BENCH_ROUNDS=N` interleaved rounds, default 5, the median is shown).
+//! 1000; `IDS_BENCH_ROUNDS=N` interleaved rounds, default 5, the median is shown;
+//! `IDS_BENCH_TASKS=1,64` to measure only some task counts).
 //! Prints markdown tables for BENCHMARKS.md.
 
 use std::sync::Arc;
@@ -13,7 +14,20 @@ use ferrisson::{Client, IdGenerator};
 use ferrisson_testkit::RedisServer;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
+/// Task counts measured unless `IDS_BENCH_TASKS` (e.g. `1,64`) says otherwise.
 const TASKS: [usize; 4] = [1, 16, 64, 300];
+
+fn task_counts() -> Vec<usize> {
+    std::env::var("IDS_BENCH_TASKS")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|t| t.trim().parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|counts| !counts.is_empty())
+        .unwrap_or_else(|| TASKS.to_vec())
+}
 /// How many operations a task does between two looks at the stop flag.
 const STRIDE: usize = 64;
 
@@ -214,10 +228,11 @@ fn main() -> anyhow::Result<()> {
             Mode::Batched,
         ];
         // results[task index][mode] = one figure per round
-        let mut results = vec![vec![Vec::new(); modes.len()]; TASKS.len()];
+        let task_counts = task_counts();
+        let mut results = vec![vec![Vec::new(); modes.len()]; task_counts.len()];
         let mut run = 0;
         for _ in 0..rounds {
-            for (t, &tasks) in TASKS.iter().enumerate() {
+            for (t, &tasks) in task_counts.iter().enumerate() {
                 for (m, &mode) in modes.iter().enumerate() {
                     run += 1;
                     results[t][m].push(throughput(&setup, mode, tasks, duration, run).await);
@@ -231,13 +246,22 @@ fn main() -> anyhow::Result<()> {
             }
         }
 
-        print_report(modes, &results, &seed, rounds, millis, &load_before);
+        print_report(
+            &task_counts,
+            modes,
+            &results,
+            &seed,
+            rounds,
+            millis,
+            &load_before,
+        );
         anyhow::Ok(())
     })
 }
 
 /// Prints the figures as markdown tables.
 fn print_report(
+    task_counts: &[usize],
     modes: [Mode; 4],
     results: &[Vec<Vec<Rate>>],
     seed: &[Vec<f64>; 2],
@@ -259,7 +283,7 @@ fn print_report(
         modes[3].name()
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (t, &tasks) in TASKS.iter().enumerate() {
+    for (t, &tasks) in task_counts.iter().enumerate() {
         let wall = |m: usize| median(results[t][m].iter().map(|r: &Rate| r.wall).collect());
         // Ratios are taken within a round, then the median: drift between rounds
         // (other load on the machine) cancels out.
@@ -284,11 +308,25 @@ fn print_report(
         );
     }
     println!();
-    println!("| tasks | batched, ids per second of this process's CPU time |");
-    println!("|---:|---:|");
-    for (t, &tasks) in TASKS.iter().enumerate() {
-        let cpu = median(results[t][3].iter().map(|r| r.cpu).collect());
-        println!("| {tasks} | {cpu:.0} |");
+    // Client-side cost: CPU time of this process (not of redis-server) per id.
+    println!(
+        "| tasks | client CPU ns per id: {} | {} | {} | {} | batched, ids per CPU-second |",
+        modes[0].name(),
+        modes[1].name(),
+        modes[2].name(),
+        modes[3].name()
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for (t, &tasks) in task_counts.iter().enumerate() {
+        let cpu = |m: usize| median(results[t][m].iter().map(|r| r.cpu).collect());
+        println!(
+            "| {tasks} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            1e9 / cpu(0),
+            1e9 / cpu(1),
+            1e9 / cpu(2),
+            1e9 / cpu(3),
+            cpu(3)
+        );
     }
     println!();
     println!("| seed test, 300 tasks x 100 ids | per id | batched |");

@@ -1,7 +1,7 @@
 //! Global unique ids in the seeds' `RedisIdWorker` layout: 31 bits of seconds since
 //! 2022-01-01 and 32 bits of a per-prefix, per-day counter kept in Redis.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -304,9 +304,9 @@ impl IdGenerator {
             .await?;
         match value {
             None => Ok(0),
-            Some(text) => text
-                .parse()
-                .map_err(|_| Error::Protocol(format!("id counter {key:?} holds {text:?}"))),
+            Some(text) => text.parse().map_err(|_| {
+                Error::Protocol(format!("id counter {:?} holds {text:?}", key.to_string()))
+            }),
         }
     }
 
@@ -378,32 +378,95 @@ impl Inner {
     /// The clock, never behind a second this generator already used.
     fn per_id_seconds(&self) -> Result<i64> {
         let now = self.seconds()?;
+        // A plain load first: the shared value changes once a second, and a write on
+        // every id would bounce its cache line between the cores.
+        let last = self.last_seconds.load(Ordering::Relaxed);
+        if now <= last {
+            return Ok(last);
+        }
         Ok(self.last_seconds.fetch_max(now, Ordering::Relaxed).max(now))
     }
 
     /// The counter of `prefix` on the UTC day `day` (days since 1970).
-    fn day_key(&self, prefix: &str, day: i64) -> String {
+    fn day_key<'a>(&'a self, prefix: &'a str, day: i64) -> DayKey<'a> {
         let date = DateTime::<Utc>::from_timestamp(day * SECONDS_PER_DAY, 0)
             .map_or(NaiveDate::MIN, |t| t.date_naive());
         self.key_for_date(prefix, date)
     }
 
-    /// `{namespace}icr:{prefix}:{yyyy:MM:dd}`, built by hand: per-id mode builds one per
-    /// id, and chrono's `format` costs more than the rest of the key.
-    fn key_for_date(&self, prefix: &str, date: NaiveDate) -> String {
-        let namespace = self.client.namespace();
-        let mut key = String::with_capacity(namespace.len() + prefix.len() + 16);
-        key.push_str(namespace);
-        key.push_str("icr:");
-        key.push_str(prefix);
-        let _ = write!(
-            key,
-            ":{:04}:{:02}:{:02}",
-            date.year(),
-            date.month(),
-            date.day()
-        );
-        key
+    fn key_for_date<'a>(&'a self, prefix: &'a str, date: NaiveDate) -> DayKey<'a> {
+        DayKey {
+            namespace: self.client.namespace(),
+            prefix,
+            date,
+        }
+    }
+}
+
+/// The key of one day's counter, `{namespace}icr:{prefix}:{yyyy:MM:dd}`.
+///
+/// Per-id mode needs one per id, so it is written straight into the command's buffer
+/// (no `String`, no `format!` padding, which costs more than the rest of the id).
+#[derive(Debug)]
+struct DayKey<'a> {
+    namespace: &'a str,
+    prefix: &'a str,
+    date: NaiveDate,
+}
+
+impl DayKey<'_> {
+    /// `:yyyy:MM:dd`, or `None` for a year outside 0..=9999 (only `count_for_day` can ask
+    /// for one).
+    fn date_bytes(&self) -> Option<[u8; 11]> {
+        let (month, day) = (self.date.month(), self.date.day());
+        let year = u32::try_from(self.date.year())
+            .ok()
+            .filter(|y| *y <= 9999)?;
+        let digit = |n: u32| b'0' + (n % 10) as u8;
+        Some([
+            b':',
+            digit(year / 1000),
+            digit(year / 100),
+            digit(year / 10),
+            digit(year),
+            b':',
+            digit(month / 10),
+            digit(month),
+            b':',
+            digit(day / 10),
+            digit(day),
+        ])
+    }
+
+    fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.namespace.as_bytes())?;
+        out.write_all(b"icr:")?;
+        out.write_all(self.prefix.as_bytes())?;
+        match self.date_bytes() {
+            Some(date) => out.write_all(&date),
+            None => write!(
+                out,
+                ":{:04}:{:02}:{:02}",
+                self.date.year(),
+                self.date.month(),
+                self.date.day()
+            ),
+        }
+    }
+}
+
+impl fmt::Display for DayKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut bytes = Vec::with_capacity(self.namespace.len() + self.prefix.len() + 16);
+        self.write_to(&mut bytes).map_err(|_| fmt::Error)?;
+        f.write_str(&String::from_utf8_lossy(&bytes))
+    }
+}
+
+impl redis::ToRedisArgs for DayKey<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        // Writing into a Vec cannot fail.
+        let _ = self.write_to(&mut out.writer_for_next_arg());
     }
 }
 
@@ -417,12 +480,11 @@ fn compose(seconds: i64, sequence: u32) -> i64 {
 }
 
 /// A counter value as a sequence number, refusing what does not fit in 32 bits.
-fn sequence(n: i64, key: &str) -> Result<u32> {
+fn sequence(n: i64, key: &impl fmt::Display) -> Result<u32> {
     u32::try_from(n).map_err(|_| {
+        let key = key.to_string();
         if n > 0 {
-            Error::SequenceExhausted {
-                key: key.to_owned(),
-            }
+            Error::SequenceExhausted { key }
         } else {
             Error::Protocol(format!("id counter {key:?} went to {n}"))
         }
@@ -623,14 +685,38 @@ mod tests {
     }
 
     #[test]
+    fn dates_are_written_like_the_seed() {
+        for ((y, m, d), text) in [
+            ((2026, 11, 22), "ns:icr:order:2026:11:22"),
+            ((2022, 1, 1), "ns:icr:order:2022:01:01"),
+            ((5, 1, 2), "ns:icr:order:0005:01:02"),
+            ((12_345, 12, 31), "ns:icr:order:12345:12:31"),
+            ((-5, 1, 2), "ns:icr:order:-005:01:02"),
+        ] {
+            let key = DayKey {
+                namespace: "ns:",
+                prefix: "order",
+                date: NaiveDate::from_ymd_opt(y, m, d).expect("valid"),
+            };
+            assert_eq!(key.to_string(), text);
+            let mut cmd = redis::cmd("INCR");
+            cmd.arg(&key);
+            assert_eq!(
+                cmd.args_iter().nth(1),
+                Some(redis::Arg::Simple(text.as_bytes()))
+            );
+        }
+    }
+
+    #[test]
     fn sequences_must_fit_32_bits() {
-        assert_eq!(sequence(1, "k").expect("fits"), 1);
-        assert_eq!(sequence(i64::from(u32::MAX), "k").expect("fits"), u32::MAX);
+        assert_eq!(sequence(1, &"k").expect("fits"), 1);
+        assert_eq!(sequence(i64::from(u32::MAX), &"k").expect("fits"), u32::MAX);
         assert!(matches!(
-            sequence(i64::from(u32::MAX) + 1, "k"),
-            Err(Error::SequenceExhausted { .. })
+            sequence(i64::from(u32::MAX) + 1, &"k"),
+            Err(Error::SequenceExhausted { key }) if key == "k"
         ));
-        assert!(matches!(sequence(-1, "k"), Err(Error::Protocol(_))));
+        assert!(matches!(sequence(-1, &"k"), Err(Error::Protocol(_))));
     }
 
     #[test]

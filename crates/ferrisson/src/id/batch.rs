@@ -162,7 +162,7 @@ impl Batcher {
         }
         if state.exhausted_day == Some(day) {
             return Step::Failed(Error::SequenceExhausted {
-                key: inner.day_key(&slot.prefix, day),
+                key: inner.day_key(&slot.prefix, day).to_string(),
             });
         }
         let (tx, rx) = oneshot::channel();
@@ -408,7 +408,7 @@ fn spawn_reservation(inner: Arc<Inner>, slot: Arc<Slot>, reservation: Reservatio
                 .query_async(&mut inner.client.conn())
                 .await;
             let clock = inner.clock_seconds();
-            let key_of = |day| inner.day_key(&slot.prefix, day);
+            let key_of = |day| inner.day_key(&slot.prefix, day).to_string();
             let next = slot
                 .lock()
                 .complete(batcher, reservation, reply, clock, &key_of);
