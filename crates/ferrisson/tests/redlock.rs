@@ -378,10 +378,15 @@ async fn cancelled_attempts_leave_no_keys() -> anyhow::Result<()> {
     redlock.try_lock().await?.expect("free").unlock().await?;
     let metrics = tokio::runtime::Handle::current().metrics();
     let background = metrics.num_alive_tasks();
+    let mut cancelled = 0;
     for _ in 0..20 {
-        // Polled once, then dropped while its requests are in flight.
-        assert!(redlock.try_lock().now_or_never().is_none());
+        // Polled once, then dropped while its requests are in flight (on a loaded machine
+        // it may rarely finish within that poll; its guard is then dropped here).
+        if redlock.try_lock().now_or_never().is_none() {
+            cancelled += 1;
+        }
     }
+    assert!(cancelled > 0, "no attempt was dropped in flight");
     // Every attempt runs on a task of its own; once they are all done, nothing may remain.
     assert!(
         eventually(Duration::from_secs(5), || metrics.num_alive_tasks()
