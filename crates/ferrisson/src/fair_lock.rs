@@ -22,6 +22,10 @@ use crate::scripts::SCRIPTS;
 
 /// Default keep-alive of a fair lock's waiter entry: a waiter that dies blocks the queue
 /// at most this long.
+///
+/// ```
+/// assert_eq!(ferrisson::DEFAULT_WAITER_KEEPALIVE, std::time::Duration::from_secs(10));
+/// ```
 pub const DEFAULT_WAITER_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// Shortest accepted waiter keep-alive: a waiter refreshes its entry every third of it.
@@ -178,6 +182,14 @@ pub struct FairLockInfo {
 
 impl FairLockInfo {
     /// Number of live waiters in the queue.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// if lock.inspect().await?.queue_len() > 100 {
+    ///     eprintln!("{} is congested", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn queue_len(&self) -> usize {
         self.waiters.len()
     }
@@ -203,6 +215,12 @@ pub struct FairWaiter {
 
 impl FairLock {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// assert_eq!(client.fair_lock("jobs")?.name(), "jobs");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -252,6 +270,14 @@ impl FairLock {
 
     /// Acquires the lock after every earlier waiter, waiting as long as it takes.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // ... critical section, entered in request order ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -270,6 +296,15 @@ impl FairLock {
     /// Acquires the lock if it is free and nobody is queued, or if this task holds it
     /// already; `Ok(None)` otherwise. Never queues. One round trip.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// match lock.try_lock().await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => eprintln!("held, or others are queued first"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -287,6 +322,17 @@ impl FairLock {
     /// Acquires the lock after every earlier waiter, waiting at most `wait`; `Ok(None)`
     /// when the wait ran out, and then this waiter's queue entry is already gone.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = lock.lock_timeout(Duration::from_secs(2)).await? {
+    ///     guard.unlock().await?;
+    /// } else {
+    ///     eprintln!("gave up; this waiter's queue entry is already removed");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -302,6 +348,14 @@ impl FairLock {
     }
 
     /// Whether anyone holds the lock now.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_locked().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -341,6 +395,15 @@ impl FairLock {
 
     /// Reads the lock's holder, TTL and queue in one atomic step, without changing them.
     /// Waiters whose entry expired but was not evicted yet are left out.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::FairLock) -> ferrisson::Result<()> {
+    /// let info = lock.inspect().await?;
+    /// if let Some(head) = info.waiters.first() {
+    ///     println!("next: {} (holder {:?}, ttl {:?})", head.owner, info.holder, info.ttl);
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -745,27 +808,62 @@ impl fmt::Debug for FairLockGuard {
 
 impl FairLockGuard {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// println!("holding {}", guard.name());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.hold.name
     }
 
     /// The fencing token of this hold: greater than every earlier holder's, the same for
     /// every re-entry.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client, guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// let token = guard.fencing_token();
+    /// client.fenced_set("ledger", b"100", token).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> FencingToken {
         self.hold.token
     }
 
     /// The owner id this hold is registered under in Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// println!("held as {}", guard.owner());
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> OwnerId {
         self.hold.owner
     }
 
     /// True until the lock is found gone or taken, or its lease runs out unrenewed.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// if !guard.is_held() {
+    ///     return Ok(()); // stop: another owner may hold it now
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.hold.is_held()
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// if guard.remaining() < std::time::Duration::from_secs(1) {
+    ///     eprintln!("renewal is late");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining(&self) -> Duration {
         let v = self.hold.validity();
         if v.lost {
@@ -777,6 +875,15 @@ impl FairLockGuard {
     /// Resolves when the lock is no longer held: the watchdog found it gone or taken, or
     /// its lease ran out.
     ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// tokio::select! {
+    ///     () = guard.lost() => eprintln!("lost the lock"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.
@@ -785,6 +892,12 @@ impl FairLockGuard {
     }
 
     /// Releases this hold; when it was the owner's last, the head of the queue is woken.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::FairLockGuard) -> ferrisson::Result<()> {
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

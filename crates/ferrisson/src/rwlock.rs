@@ -121,6 +121,13 @@ enum AcquireReply {
 }
 
 /// Which side of a [`RwLock`] is held, from [`RwLock::inspect`].
+///
+/// ```no_run
+/// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+/// use ferrisson::RwLockMode;
+/// let busy = matches!(lock.inspect().await?.mode, Some(RwLockMode::Write));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RwLockMode {
     /// One or more readers hold it.
@@ -177,6 +184,12 @@ type InspectReply = (Vec<(String, String)>, i64, (u64, u64));
 
 impl RwLock {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
+    /// assert_eq!(client.rwlock("catalog")?.name(), "catalog");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -200,6 +213,14 @@ impl RwLock {
 
     /// Acquires the read lock, waiting while a writer holds it.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// let read = lock.read().await?;
+    /// // ... read the shared state; other readers may be here too ...
+    /// read.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -219,6 +240,14 @@ impl RwLock {
     /// Acquires the read lock if no other owner writes; `Ok(None)` otherwise. One round
     /// trip.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// if let Some(read) = lock.try_read().await? {
+    ///     read.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -235,6 +264,16 @@ impl RwLock {
 
     /// Acquires the read lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// match lock.read_timeout(Duration::from_millis(500)).await? {
+    ///     Some(read) => read.unlock().await?,
+    ///     None => eprintln!("a writer held it for the whole wait"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
@@ -248,6 +287,14 @@ impl RwLock {
     }
 
     /// Acquires the write lock, waiting until no other owner reads or writes.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// let write = lock.write().await?;
+    /// // ... nobody else reads or writes now ...
+    /// write.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -268,6 +315,14 @@ impl RwLock {
     /// Acquires the write lock if nobody else holds the lock; `Ok(None)` otherwise. One
     /// round trip.
     ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// if let Some(write) = lock.try_write().await? {
+    ///     write.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// As [`RwLock::write`].
@@ -283,6 +338,15 @@ impl RwLock {
     }
 
     /// Acquires the write lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// if let Some(write) = lock.write_timeout(Duration::from_secs(1)).await? {
+    ///     write.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -325,6 +389,15 @@ impl RwLock {
 
     /// Reads the lock's holders, leases and TTL in one atomic step, without changing
     /// them. Holders whose lease ran out but who were not evicted yet are left out.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
+    /// let info = lock.inspect().await?;
+    /// for reader in &info.readers {
+    ///     println!("reader {} ({} holds)", reader.owner, reader.holds);
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -689,26 +762,63 @@ impl fmt::Debug for RwLockReadGuard {
 
 impl RwLockReadGuard {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// println!("holding {}", guard.name());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.held.hold.name
     }
 
     /// The owner id this hold is registered under in Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// println!("held as {}", guard.owner());
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> OwnerId {
         self.held.hold.owner
     }
 
     /// True until this owner's holds are found gone, or its lease runs out unrenewed.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// if !guard.is_held() {
+    ///     return Ok(()); // stop: the hold lapsed
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.held.hold.is_held()
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// if guard.remaining() < std::time::Duration::from_secs(1) {
+    ///     eprintln!("renewal is late");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.held.remaining()
     }
 
     /// Resolves when the hold is lost: the watchdog found it gone, or its lease ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// tokio::select! {
+    ///     () = guard.lost() => eprintln!("lost the lock"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     ///
@@ -718,6 +828,12 @@ impl RwLockReadGuard {
     }
 
     /// Releases this read hold; the last read release of the lock wakes a waiting writer.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockReadGuard) -> ferrisson::Result<()> {
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -760,32 +876,75 @@ impl fmt::Debug for RwLockWriteGuard {
 
 impl RwLockWriteGuard {
     /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// println!("holding {}", guard.name());
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.held.hold.name
     }
 
     /// The fencing token of this write hold: greater than every earlier writer's, the
     /// same for every re-entry.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ferrisson::Client, guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// client.fenced_set("catalog:rev", b"42", guard.fencing_token()).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> FencingToken {
         self.held.hold.token
     }
 
     /// The owner id this hold is registered under in Redis.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// println!("held as {}", guard.owner());
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> OwnerId {
         self.held.hold.owner
     }
 
     /// True until this owner's holds are found gone, or its lease runs out unrenewed.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// if !guard.is_held() {
+    ///     return Ok(()); // stop: the hold lapsed
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_held(&self) -> bool {
         self.held.hold.is_held()
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// if guard.remaining() < std::time::Duration::from_secs(1) {
+    ///     eprintln!("renewal is late");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn remaining(&self) -> Duration {
         self.held.remaining()
     }
 
     /// Resolves when the hold is lost: the watchdog found it gone, or its lease ran out.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// tokio::select! {
+    ///     () = guard.lost() => eprintln!("lost the lock"),
+    ///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Cancel safety
     ///
@@ -797,6 +956,12 @@ impl RwLockWriteGuard {
     /// Releases this write hold. When it was the owner's last: if the owner still holds
     /// read guards the lock is downgraded to read mode, else it is free; either way
     /// waiting readers are woken.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: ferrisson::RwLockWriteGuard) -> ferrisson::Result<()> {
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
