@@ -328,16 +328,17 @@ async fn opposite_orders_do_not_deadlock() -> anyhow::Result<()> {
 async fn members_keep_their_leases() -> anyhow::Result<()> {
     let setup = Setup::start()?;
     let renewing = Client::builder(&setup.servers[0].url())
-        .watchdog_lease(Duration::from_millis(300))
+        .watchdog_lease(Duration::from_millis(600))
         .connect()
         .await?;
     let clients = setup.clients().await?;
     let fixed = clients[1]
         .lock("b")?
-        .with_lease(Lease::Fixed(Duration::from_millis(300)))?;
+        .with_lease(Lease::Fixed(Duration::from_millis(1500)))?;
     let multi = MultiLock::new(vec![renewing.lock("a")?, fixed])?;
     let guard = multi.lock().await?;
-    // Outliving both leases is the point: the watchdog member stays, the fixed one ends.
+    // Outliving the watchdog lease twice over is the point: the watchdog member stays
+    // (renewed every 200 ms), the fixed one ends at 1.5 s.
     tokio::time::timeout(Duration::from_secs(5), guard.lost()).await?;
     assert!(!guard.is_held());
     assert!(
