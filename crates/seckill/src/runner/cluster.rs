@@ -34,7 +34,7 @@ pub struct InstanceArgs {
     pub watchdog_lease: Duration,
     /// The lab's knobs.
     pub lab: LabConfig,
-    /// Where each instance's log goes (`instance-N.log`); none: discarded.
+    /// Where each instance's log goes (`<order flow>-instance-N.log`); none: discarded.
     pub log_dir: Option<PathBuf>,
 }
 
@@ -133,7 +133,8 @@ async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, 
     let stderr = match &args.log_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;
-            let file = std::fs::File::create(dir.join(format!("instance-{index}.log")))?;
+            let name = format!("{}-instance-{index}.log", args.order_flow.name());
+            let file = std::fs::File::create(dir.join(name))?;
             Stdio::from(file)
         }
         None => Stdio::null(),
