@@ -1,6 +1,8 @@
 //! Every oversell-lab variant shows the verdict the seeds describe, under a small
 //! version of the seed's load, against two `seckill serve` processes.
 
+mod common;
+
 use std::time::Duration;
 
 use seckill::oversell::Variant;
@@ -104,4 +106,38 @@ async fn local_mutex_is_correct_on_one_instance() {
     assert_eq!(report.variants[1].verdict, Verdict::Correct);
     assert_eq!(report.variants[1].expected, Verdict::Correct);
     assert!(report.problems().is_empty(), "{:?}", report.problems());
+}
+
+/// The database-backed parts of the lab (`db-optimistic`, the voucher scenario) on
+/// PostgreSQL and MariaDB when they are configured (SQLite runs above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_parts_on_other_backends() {
+    for db in common::databases("database_parts_on_other_backends").await {
+        if db.backend == "sqlite" {
+            continue;
+        }
+        let out = tempfile::tempdir().expect("tempdir");
+        let options = LabOptions {
+            variants: vec![Variant::DbOptimistic, Variant::LuaAtomic],
+            users: 30,
+            database: Some(db.url.clone()),
+            ..small(out.path())
+        };
+        let report = runner::run(&options).await.expect("lab runs");
+        println!("{}: {}", db.backend, report.table());
+        assert_eq!(report.database, db.backend);
+        assert!(
+            report.problems().is_empty(),
+            "{}: {:?}",
+            db.backend,
+            report.problems()
+        );
+        assert!(
+            report
+                .variants
+                .iter()
+                .all(|r| r.verdict == Verdict::Correct)
+        );
+        db.cleanup().await;
+    }
 }
