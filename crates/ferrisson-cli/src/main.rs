@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chaos;
 mod id;
 mod lock;
 
@@ -23,6 +24,7 @@ struct Cli {
 enum Command {
     Lock(lock::Args),
     Id(id::Args),
+    Chaos(chaos::Args),
 }
 
 /// The Redis URL: `--redis`, else `FERRISSON_REDIS_URL`, else `REDIS_URL`, else local.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Lock(args) => lock::run(args, &url).await,
             Command::Id(args) => id::run(args, &url).await,
+            Command::Chaos(args) => chaos::run(args).await,
         }
     });
     match result {

@@ -1,0 +1,873 @@
+//! The fault scenarios: each injects one fault against real servers, records a
+//! [`History`] per iteration and checks it against the scenario's expected result.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use ferrisson::{Client, Error, LockGuard};
+use ferrisson_testkit::{FaultProxy, RedisServer};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::checker::{Counters, check};
+use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
+use crate::resource::Resource;
+
+/// Environment variable that turns a process into the holder of
+/// [`Scenario::HolderKilled`]: `URL LOCK_NAME LEASE_MS`.
+pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
+
+/// A fault scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Every call of both clients delayed by 30–60 % of the lease (each way).
+    Latency,
+    /// The acquire's reply held back past the lease, then delivered.
+    AcquireReplyDelayed,
+    /// The holder's link blackholed for two leases after it checked `is_held()`.
+    HolderBlackholed,
+    /// The connection reset after the server ran the acquire, before its reply.
+    ResetDuringAcquire,
+    /// The connection reset after the server ran the release, before its reply.
+    ResetDuringRelease,
+    /// The Redis server frozen (SIGSTOP) for two leases while the lock is held.
+    RedisPaused,
+    /// `SCRIPT FLUSH` while the lock is held and renewed.
+    ScriptFlush,
+    /// The holder's tokio executor blocked (a `std::thread::sleep` on a
+    /// current-thread runtime) for two leases after it checked `is_held()`.
+    ExecutorStarved,
+    /// A holder process killed with SIGKILL; the next acquire must come within the lease.
+    HolderKilled,
+    /// The master killed while its replica lags (replication blackholed), the replica
+    /// promoted and clients pointed at it. A documented unsafe case.
+    LaggingReplicaPromoted,
+}
+
+impl Scenario {
+    /// Every scenario, in report order.
+    pub const ALL: [Scenario; 10] = [
+        Scenario::Latency,
+        Scenario::AcquireReplyDelayed,
+        Scenario::HolderBlackholed,
+        Scenario::ResetDuringAcquire,
+        Scenario::ResetDuringRelease,
+        Scenario::RedisPaused,
+        Scenario::ScriptFlush,
+        Scenario::ExecutorStarved,
+        Scenario::HolderKilled,
+        Scenario::LaggingReplicaPromoted,
+    ];
+
+    /// The command-line name, e.g. `holder-blackholed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Latency => "latency",
+            Scenario::AcquireReplyDelayed => "acquire-reply-delayed",
+            Scenario::HolderBlackholed => "holder-blackholed",
+            Scenario::ResetDuringAcquire => "reset-during-acquire",
+            Scenario::ResetDuringRelease => "reset-during-release",
+            Scenario::RedisPaused => "redis-paused",
+            Scenario::ScriptFlush => "script-flush",
+            Scenario::ExecutorStarved => "executor-starved",
+            Scenario::HolderKilled => "holder-killed",
+            Scenario::LaggingReplicaPromoted => "lagging-replica-promoted",
+        }
+    }
+
+    /// The scenario named `name`.
+    pub fn from_name(name: &str) -> Option<Scenario> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The fault, in a few words.
+    pub fn fault(self) -> &'static str {
+        match self {
+            Scenario::Latency => "proxy latency 30-60% of the lease on every call, both clients",
+            Scenario::AcquireReplyDelayed => "acquire reply held back for 1.5 leases",
+            Scenario::HolderBlackholed => "holder's link blackholed for 2 leases",
+            Scenario::ResetDuringAcquire => "TCP reset after the server ran the acquire",
+            Scenario::ResetDuringRelease => "TCP reset after the server ran the release",
+            Scenario::RedisPaused => "redis-server SIGSTOPped for 2 leases",
+            Scenario::ScriptFlush => "SCRIPT FLUSH while held",
+            Scenario::ExecutorStarved => "holder's current-thread runtime blocked for 2 leases",
+            Scenario::HolderKilled => "holder process SIGKILLed",
+            Scenario::LaggingReplicaPromoted => {
+                "replication blackholed, master killed, replica promoted"
+            }
+        }
+    }
+
+    /// Whether the scenario is a documented unsafe case: it must show double grants.
+    pub fn is_documented_unsafe(self) -> bool {
+        self == Scenario::LaggingReplicaPromoted
+    }
+}
+
+/// How to start a holder process for [`Scenario::HolderKilled`]: a program that calls
+/// [`run_killable_holder`] when [`HOLDER_ENV`] is set.
+#[derive(Debug, Clone)]
+pub struct HolderCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// The size and timing of a run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Iterations of the scenario.
+    pub iterations: u32,
+    /// The watchdog lease of every client (renewed every third of it).
+    pub lease: Duration,
+    /// The holder process of [`Scenario::HolderKilled`] (the scenario fails without it).
+    pub holder: Option<HolderCommand>,
+}
+
+impl Config {
+    /// `iterations` with a 300 ms lease and no holder command.
+    pub fn new(iterations: u32) -> Self {
+        Self {
+            iterations,
+            lease: Duration::from_millis(300),
+            holder: None,
+        }
+    }
+}
+
+/// One scenario's result: counters over every iteration and the expected-result check.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The fault injected.
+    pub fault: String,
+    /// Iterations run.
+    pub iterations: u32,
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// Whether this is a documented unsafe case.
+    pub documented_unsafe: bool,
+    /// Summed counters.
+    pub counters: Counters,
+    /// Whether every expected result held.
+    pub passed: bool,
+    /// The expected results that did not hold.
+    pub failures: Vec<String>,
+}
+
+/// Runs `scenario` for `config.iterations` iterations and checks the expected results.
+///
+/// # Errors
+///
+/// When a server, proxy or holder process cannot be set up.
+pub async fn run(scenario: Scenario, config: &Config) -> anyhow::Result<ScenarioReport> {
+    let env = Env::start().await?;
+    let mut counters = Counters::default();
+    for iteration in 0..config.iterations {
+        let history = History::new();
+        let name = format!("chaos-{}-{iteration}", scenario.name());
+        run_once(scenario, config, &env, &history, &name)
+            .await
+            .with_context(|| format!("{} iteration {iteration}", scenario.name()))?;
+        let events = history.events();
+        if std::env::var_os("FERRISSON_CHAOS_TRACE").is_some() {
+            for e in &events {
+                eprintln!(
+                    "{iteration} {:>6.1}ms c{} g{} {:?}",
+                    e.at.as_secs_f64() * 1e3,
+                    e.client,
+                    e.grant,
+                    e.kind
+                );
+            }
+        }
+        counters.merge(&check(&events));
+    }
+    let failures = expectations(scenario, config, &counters);
+    Ok(ScenarioReport {
+        scenario,
+        fault: scenario.fault().to_owned(),
+        iterations: config.iterations,
+        lease_ms: config.lease.as_millis() as u64,
+        documented_unsafe: scenario.is_documented_unsafe(),
+        passed: failures.is_empty(),
+        counters,
+        failures,
+    })
+}
+
+/// The expected results, stated up front: what must hold for `scenario`.
+fn expectations(scenario: Scenario, config: &Config, c: &Counters) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut zero = |what: &str, value: u64| {
+        if value != 0 {
+            failures.push(format!("{what} = {value}, expected 0"));
+        }
+    };
+    zero("foreign releases", c.foreign_releases);
+    zero("foreign renewals", c.foreign_renewals);
+    zero("renewals after loss", c.renewals_after_loss);
+    zero("held after deadline", c.held_after_deadline);
+    zero("keys left after healing", c.keys_left);
+    if scenario.is_documented_unsafe() {
+        if c.double_grants == 0 {
+            failures.push("double grants = 0, expected the documented violation".to_owned());
+        }
+    } else {
+        zero("double grants", c.double_grants);
+        zero(
+            "stale writes accepted with fencing",
+            c.stale_writes_accepted_fenced,
+        );
+        zero("token regressions", c.token_regressions);
+        zero("fresh writes refused", c.fresh_writes_refused);
+    }
+    if c.acquires_ok == 0 {
+        failures.push("no acquire succeeded: the scenario did not run".to_owned());
+    }
+    if scenario == Scenario::HolderKilled {
+        let bound = config.lease + Duration::from_millis(500);
+        match c.measures.get(REACQUIRE) {
+            Some(ms) if Duration::from_millis(*ms) <= bound => {}
+            other => failures.push(format!(
+                "time to the next acquire after SIGKILL {other:?} ms, expected <= {} ms",
+                bound.as_millis()
+            )),
+        }
+    }
+    failures
+}
+
+const REACQUIRE: &str = "reacquire_after_sigkill";
+
+/// The servers and proxies a scenario reuses across iterations.
+struct Env {
+    server: RedisServer,
+    proxy_a: FaultProxy,
+    proxy_b: FaultProxy,
+}
+
+impl Env {
+    async fn start() -> anyhow::Result<Self> {
+        let server = RedisServer::start().context("redis-server")?;
+        let proxy_a = FaultProxy::start(server.port()).await?;
+        let proxy_b = FaultProxy::start(server.port()).await?;
+        Ok(Self {
+            server,
+            proxy_a,
+            proxy_b,
+        })
+    }
+}
+
+async fn connect(url: &str, lease: Duration) -> anyhow::Result<Client> {
+    Ok(Client::builder(url)
+        .watchdog_lease(lease)
+        .response_timeout(lease * 10)
+        .connect_timeout(lease * 10)
+        .connect()
+        .await?)
+}
+
+/// A client that gives up on a call after one lease (for holders cut off by a fault).
+async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Result<Client> {
+    Ok(Client::builder(url)
+        .watchdog_lease(lease)
+        .response_timeout(lease)
+        .connect_timeout(lease)
+        .reconnect_retries(1)
+        .connect()
+        .await?)
+}
+
+/// Records the grant and the guard's first belief.
+fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
+    let deadline = rec.now() + guard.remaining();
+    rec.record(
+        grant,
+        EventKind::AcquireOk {
+            token: guard.fencing_token().get(),
+            deadline,
+        },
+    );
+    rec.belief(grant, || guard.is_held(), || guard.remaining());
+}
+
+/// Samples the guard's belief every 5 ms for `duration`, recording a lost signal.
+async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, duration: Duration) {
+    let end = tokio::time::Instant::now() + duration;
+    let mut lost_recorded = false;
+    loop {
+        rec.belief(grant, || guard.is_held(), || guard.remaining());
+        if tokio::time::Instant::now() >= end {
+            break;
+        }
+        let tick = tokio::time::sleep(Duration::from_millis(5));
+        if lost_recorded {
+            tick.await;
+        } else {
+            tokio::select! {
+                () = guard.lost() => {
+                    rec.record(grant, EventKind::Lost);
+                    lost_recorded = true;
+                }
+                () = tick => {}
+            }
+        }
+    }
+}
+
+async fn release(rec: &Recorder, grant: usize, guard: LockGuard) {
+    rec.belief(grant, || guard.is_held(), || guard.remaining());
+    rec.record(grant, EventKind::ReleaseInvoked);
+    let outcome = outcome(guard.unlock().await);
+    rec.record(grant, EventKind::Released { outcome });
+}
+
+fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
+    match result {
+        Ok(()) => ReleaseOutcome::Ok,
+        Err(Error::NotOwner { .. }) => ReleaseOutcome::NotOwner,
+        Err(Error::LeaseExpired { .. }) => ReleaseOutcome::Expired,
+        Err(e) => ReleaseOutcome::Error(e.to_string()),
+    }
+}
+
+/// Acquire with a bounded wait, recording the outcome. A guard that arrives already
+/// expired (its reply was slower than the lease) is recorded as a void grant
+/// `grant + 1000 * retry`, released, and the acquire retried, up to three times.
+async fn acquire(
+    rec: &Recorder,
+    grant: usize,
+    client: &Client,
+    name: &str,
+    wait: Duration,
+) -> anyhow::Result<Option<LockGuard>> {
+    for retry in 1..=4 {
+        rec.record(grant, EventKind::AcquireInvoked);
+        let reason = match client.lock(name)?.lock_timeout(wait).await {
+            Ok(Some(guard)) if guard.is_held() => {
+                granted(rec, grant, &guard);
+                return Ok(Some(guard));
+            }
+            Ok(Some(guard)) => {
+                let void = grant + 1000 * retry;
+                granted(rec, void, &guard);
+                release(rec, void, guard).await;
+                continue;
+            }
+            Ok(None) => "timed out".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        rec.record(grant, EventKind::AcquireFailed { reason });
+        return Ok(None);
+    }
+    Ok(None)
+}
+
+/// A well-behaved critical section: enter, work while watching the guard, write only if
+/// still held, leave, release.
+async fn critical_section(
+    rec: &Recorder,
+    grant: usize,
+    guard: LockGuard,
+    resource: &Resource,
+    work: Duration,
+) {
+    if !guard.is_held() {
+        // A grant that arrived too late: never touch the resource with it.
+        release(rec, grant, guard).await;
+        return;
+    }
+    resource.enter(rec, grant, guard.fencing_token().get());
+    watch(rec, grant, &guard, work).await;
+    if guard.is_held() {
+        resource.write(rec, grant, guard.fencing_token().get());
+    }
+    resource.exit(rec, grant);
+    release(rec, grant, guard).await;
+}
+
+/// After healing: the lock must be free, at the latest one lease later.
+async fn keys_left(
+    rec: &Recorder,
+    checker: &Client,
+    name: &str,
+    lease: Duration,
+) -> anyhow::Result<()> {
+    let lock = checker.lock(name)?;
+    let mut left = u64::from(lock.is_locked().await?);
+    if left > 0 {
+        tokio::time::sleep(lease + Duration::from_millis(100)).await;
+        left = u64::from(lock.is_locked().await?);
+    }
+    rec.record(0, EventKind::KeysLeft { count: left });
+    Ok(())
+}
+
+#[allow(clippy::too_many_lines)] // one arm per scenario reads best side by side
+async fn run_once(
+    scenario: Scenario,
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+) -> anyhow::Result<()> {
+    let lease = config.lease;
+    let a = history.recorder(0);
+    let b = history.recorder(1);
+    let resource = Arc::new(Resource::default());
+    let direct = connect(&env.server.url(), lease).await?;
+    let pa = env.proxy_a.control();
+    let pb = env.proxy_b.control();
+    match scenario {
+        Scenario::Latency => {
+            pa.set_latency(lease * 3 / 20, lease * 3 / 20);
+            pb.set_latency(lease * 3 / 20, lease * 3 / 20);
+            let ca = connect(&env.proxy_a.url(), lease).await?;
+            let cb = connect(&env.proxy_b.url(), lease).await?;
+            let one = |rec: Recorder, client: Client, resource: Arc<Resource>| {
+                let name = name.to_owned();
+                async move {
+                    for grant in 0..2 {
+                        if let Some(guard) =
+                            acquire(&rec, grant, &client, &name, lease * 10).await?
+                        {
+                            critical_section(&rec, grant, guard, &resource, lease).await;
+                        }
+                    }
+                    anyhow::Ok(())
+                }
+            };
+            let (ra, rb) = tokio::join!(
+                one(a.clone(), ca, Arc::clone(&resource)),
+                one(b.clone(), cb, Arc::clone(&resource))
+            );
+            ra?;
+            rb?;
+            pa.set(ferrisson_testkit::Faults::default());
+            pb.set(ferrisson_testkit::Faults::default());
+        }
+        Scenario::AcquireReplyDelayed => {
+            let ca = connect(&env.proxy_a.url(), lease).await?;
+            pa.set_hold_replies(true);
+            let lock = ca.lock(name)?;
+            a.record(0, EventKind::AcquireInvoked);
+            let pending = tokio::spawn(async move { lock.try_lock().await });
+            pa.held_reply().await;
+            // B waits for the lock while A's grant is stuck on the wire.
+            let b_task = {
+                let (b, direct, resource, name) = (
+                    b.clone(),
+                    direct.clone(),
+                    Arc::clone(&resource),
+                    name.to_owned(),
+                );
+                tokio::spawn(async move {
+                    if let Some(guard) = acquire(&b, 0, &direct, &name, lease * 10).await? {
+                        critical_section(&b, 0, guard, &resource, lease / 2).await;
+                    }
+                    anyhow::Ok(())
+                })
+            };
+            tokio::time::sleep(lease * 3 / 2).await;
+            pa.set_hold_replies(false);
+            match pending.await? {
+                Ok(Some(guard)) => {
+                    granted(&a, 0, &guard);
+                    critical_section(&a, 0, guard, &resource, lease / 4).await;
+                }
+                Ok(None) => a.record(
+                    0,
+                    EventKind::AcquireFailed {
+                        reason: "held".into(),
+                    },
+                ),
+                Err(e) => a.record(
+                    0,
+                    EventKind::AcquireFailed {
+                        reason: e.to_string(),
+                    },
+                ),
+            }
+            b_task.await??;
+        }
+        Scenario::HolderBlackholed | Scenario::RedisPaused | Scenario::ExecutorStarved => {
+            stalled_holder(scenario, config, env, history, name, &resource, &direct).await?;
+        }
+        Scenario::ResetDuringAcquire => {
+            let ca = connect(&env.proxy_a.url(), lease).await?;
+            pa.set_hold_replies(true);
+            let lock = ca.lock(name)?;
+            a.record(0, EventKind::AcquireInvoked);
+            let pending = tokio::spawn(async move { lock.try_lock().await });
+            pa.held_reply().await;
+            pa.reset_all();
+            pa.set_hold_replies(false);
+            match pending.await? {
+                Ok(Some(guard)) => {
+                    granted(&a, 0, &guard);
+                    critical_section(&a, 0, guard, &resource, lease / 4).await;
+                }
+                Ok(None) => a.record(
+                    0,
+                    EventKind::AcquireFailed {
+                        reason: "held".into(),
+                    },
+                ),
+                Err(e) => a.record(
+                    0,
+                    EventKind::AcquireFailed {
+                        reason: e.to_string(),
+                    },
+                ),
+            }
+            if let Some(guard) = acquire(&b, 0, &direct, name, lease * 10).await? {
+                critical_section(&b, 0, guard, &resource, lease / 4).await;
+            }
+        }
+        Scenario::ResetDuringRelease => {
+            let ca = connect(&env.proxy_a.url(), lease).await?;
+            if let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? {
+                resource.enter(&a, 0, guard.fencing_token().get());
+                resource.write(&a, 0, guard.fencing_token().get());
+                resource.exit(&a, 0);
+                rec_belief(&a, &guard);
+                pa.set_hold_replies(true);
+                a.record(0, EventKind::ReleaseInvoked);
+                let pending = tokio::spawn(async move { outcome(guard.unlock().await) });
+                pa.held_reply().await;
+                pa.reset_all();
+                pa.set_hold_replies(false);
+                // B takes the lock as soon as the release ran on the server.
+                if let Some(guard) = acquire(&b, 0, &direct, name, lease * 10).await? {
+                    let outcome = pending.await?;
+                    a.record(0, EventKind::Released { outcome });
+                    critical_section(&b, 0, guard, &resource, lease / 2).await;
+                } else {
+                    let outcome = pending.await?;
+                    a.record(0, EventKind::Released { outcome });
+                }
+            }
+        }
+        Scenario::ScriptFlush => {
+            let ca = connect(&env.proxy_a.url(), lease).await?;
+            if let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? {
+                resource.enter(&a, 0, guard.fencing_token().get());
+                env.server.command(&["SCRIPT", "FLUSH"])?;
+                // Two renewals must go through after the flush.
+                watch(&a, 0, &guard, lease).await;
+                let contender = direct.lock(name)?.try_lock().await?;
+                b.record(0, EventKind::AcquireInvoked);
+                if let Some(g) = contender {
+                    granted(&b, 0, &g);
+                    release(&b, 0, g).await;
+                } else {
+                    b.record(
+                        0,
+                        EventKind::AcquireFailed {
+                            reason: "held".into(),
+                        },
+                    );
+                }
+                if guard.is_held() {
+                    resource.write(&a, 0, guard.fencing_token().get());
+                }
+                resource.exit(&a, 0);
+                release(&a, 0, guard).await;
+            }
+            if let Some(guard) = acquire(&b, 1, &direct, name, lease * 10).await? {
+                critical_section(&b, 1, guard, &resource, lease / 4).await;
+            }
+        }
+        Scenario::HolderKilled => {
+            holder_killed(config, env, history, name).await?;
+            if let Some(guard) = acquire(&b, 1, &direct, name, lease * 10).await? {
+                critical_section(&b, 1, guard, &resource, lease / 4).await;
+            }
+        }
+        Scenario::LaggingReplicaPromoted => {
+            return lagging_replica(config, history, name, &resource).await;
+        }
+    }
+    keys_left(&a, &direct, name, lease).await
+}
+
+fn rec_belief(rec: &Recorder, guard: &LockGuard) {
+    rec.belief(0, || guard.is_held(), || guard.remaining());
+}
+
+/// A holder that checked `is_held()` and then stalls for two leases (network, server or
+/// its own executor), writes with its token anyway, and releases. B takes the lock
+/// meanwhile and writes.
+async fn stalled_holder(
+    scenario: Scenario,
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+    resource: &Arc<Resource>,
+    direct: &Client,
+) -> anyhow::Result<()> {
+    let lease = config.lease;
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    let stall = lease * 2;
+    let b_task = |resource: Arc<Resource>| {
+        let (b, direct, name) = (b.clone(), direct.clone(), name.to_owned());
+        async move {
+            if let Some(guard) = acquire(&b, 0, &direct, &name, lease * 10).await? {
+                critical_section(&b, 0, guard, &resource, lease / 4).await;
+            }
+            anyhow::Ok(())
+        }
+    };
+    if scenario == Scenario::ExecutorStarved {
+        // The holder lives on its own thread with a current-thread runtime.
+        let (url, name_a, resource_a, a2) = (
+            env.server.url(),
+            name.to_owned(),
+            Arc::clone(resource),
+            a.clone(),
+        );
+        let (checked_tx, checked_rx) = tokio::sync::oneshot::channel();
+        let holder = std::thread::spawn(move || -> anyhow::Result<()> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let client = connect(&url, lease).await?;
+                let Some(guard) = acquire(&a2, 0, &client, &name_a, lease * 10).await? else {
+                    let _ = checked_tx.send(());
+                    return Ok(());
+                };
+                resource_a.enter(&a2, 0, guard.fencing_token().get());
+                rec_belief(&a2, &guard);
+                let _ = checked_tx.send(());
+                // The whole executor stops: no watchdog, no timers, nothing.
+                std::thread::sleep(stall);
+                rec_belief(&a2, &guard);
+                resource_a.write(&a2, 0, guard.fencing_token().get());
+                resource_a.exit(&a2, 0);
+                release(&a2, 0, guard).await;
+                anyhow::Ok(())
+            })
+        });
+        let _ = checked_rx.await;
+        b_task(Arc::clone(resource)).await?;
+        tokio::task::spawn_blocking(move || holder.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("holder thread panicked"))??;
+        return Ok(());
+    }
+
+    let url = if scenario == Scenario::HolderBlackholed {
+        env.proxy_a.url()
+    } else {
+        env.server.url()
+    };
+    let ca = connect_impatient(&url, lease).await?;
+    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+        return Ok(());
+    };
+    resource.enter(&a, 0, guard.fencing_token().get());
+    rec_belief(&a, &guard);
+    match scenario {
+        Scenario::HolderBlackholed => env.proxy_a.control().set_blackhole(true),
+        _ => env.server.pause()?,
+    }
+    let b_run = tokio::spawn(b_task(Arc::clone(resource)));
+    watch(&a, 0, &guard, stall).await;
+    match scenario {
+        Scenario::HolderBlackholed => env.proxy_a.control().set_blackhole(false),
+        _ => env.server.resume()?,
+    }
+    b_run.await??;
+    // The holder acts on its stale check.
+    resource.write(&a, 0, guard.fencing_token().get());
+    resource.exit(&a, 0);
+    release(&a, 0, guard).await;
+    Ok(())
+}
+
+/// Starts a holder process, kills it with SIGKILL once it holds the lock, and measures
+/// how long until another client holds it.
+async fn holder_killed(
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+) -> anyhow::Result<()> {
+    let holder = config
+        .holder
+        .as_ref()
+        .context("holder-killed needs a holder command")?;
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    a.record(0, EventKind::AcquireInvoked);
+    let mut child = Command::new(&holder.program)
+        .args(&holder.args)
+        .env(
+            HOLDER_ENV,
+            format!("{} {name} {}", env.server.url(), config.lease.as_millis()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().context("piped")?;
+    let token = tokio::task::spawn_blocking(move || -> anyhow::Result<u64> {
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            if let Some(at) = line.find("holder-token ") {
+                return Ok(line[at + 13..].trim().parse()?);
+            }
+        }
+        bail!("the holder process ended before holding the lock")
+    })
+    .await??;
+    let deadline = a.now() + config.lease;
+    a.record(0, EventKind::AcquireOk { token, deadline });
+    let pid = Pid::from_raw(i32::try_from(child.id())?);
+    kill(pid, Signal::SIGKILL)?;
+    let killed = Instant::now();
+    // A dead process believes nothing.
+    a.record(0, EventKind::Lost);
+    tokio::task::spawn_blocking(move || child.wait()).await??;
+    let client = connect(&env.server.url(), config.lease).await?;
+    if let Some(guard) = acquire(&b, 0, &client, name, config.lease * 10).await? {
+        b.record(
+            0,
+            EventKind::Measure {
+                name: REACQUIRE.into(),
+                millis: killed.elapsed().as_millis() as u64,
+            },
+        );
+        release(&b, 0, guard).await;
+    }
+    Ok(())
+}
+
+/// The holder process of [`Scenario::HolderKilled`]: when [`HOLDER_ENV`] is set,
+/// takes the lock, prints `holder-token N` and waits to be killed. Returns `Ok(false)`
+/// at once when the variable is not set.
+///
+/// # Errors
+///
+/// When the variable is malformed or the lock cannot be taken.
+pub async fn run_killable_holder() -> anyhow::Result<bool> {
+    let Ok(spec) = std::env::var(HOLDER_ENV) else {
+        return Ok(false);
+    };
+    let mut parts = spec.split_whitespace();
+    let (Some(url), Some(name), Some(lease)) = (parts.next(), parts.next(), parts.next()) else {
+        bail!("{HOLDER_ENV} must be `URL NAME LEASE_MS`, got {spec:?}");
+    };
+    let lease = Duration::from_millis(lease.parse()?);
+    let client = connect(url, lease).await?;
+    let guard = client.lock(name)?.lock().await?;
+    println!("holder-token {}", guard.fencing_token().get());
+    // Held (and renewed) until the parent kills this process.
+    std::future::pending::<()>().await;
+    drop(guard);
+    Ok(true)
+}
+
+/// Master M, replica R replicating through a proxy. A warm-up grant replicates; then
+/// replication is blackholed, A takes the lock on M, M is killed and R promoted, and B
+/// takes the lock on R while A still believes it holds it.
+async fn lagging_replica(
+    config: &Config,
+    history: &History,
+    name: &str,
+    resource: &Arc<Resource>,
+) -> anyhow::Result<()> {
+    let lease = config.lease * 3;
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    // No delay before the full sync, so the replica is attached at once.
+    let mut master = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"])?;
+    let link = FaultProxy::start(master.port()).await?;
+    let replica =
+        RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &link.port().to_string()])?;
+    let ca = connect(&master.url(), lease).await?;
+    // Warm-up: one grant, replicated, so the replica has the fencing counter.
+    let warm = ca.lock(name)?.lock().await?;
+    warm.unlock().await?;
+    let acked = master.command(&["WAIT", "1", "10000"])?;
+    if acked.trim().trim_start_matches(':') != "1" {
+        bail!("the replica did not catch up: WAIT answered {acked:?}");
+    }
+    link.control().set_blackhole(true);
+    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+        bail!("A could not take the lock on the master");
+    };
+    master.kill()?;
+    replica.command(&["REPLICAOF", "NO", "ONE"])?;
+    let cb = connect(&replica.url(), lease).await?;
+    rec_belief(&a, &guard);
+    if let Some(g) = acquire(&b, 0, &cb, name, lease * 10).await? {
+        rec_belief(&a, &guard);
+        // A acts on its belief; B writes as the new holder.
+        if guard.is_held() {
+            resource.write(&a, 0, guard.fencing_token().get());
+        }
+        critical_section(&b, 0, g, resource, lease / 10).await;
+    }
+    drop(guard);
+    keys_left(&b, &cb, name, lease).await
+}
+
+/// A plain-text table of reports, one row per scenario.
+///
+/// ```
+/// let text = ferrisson_chaos::table(&[]);
+/// assert!(text.starts_with("| scenario"));
+/// ```
+pub fn table(reports: &[ScenarioReport]) -> String {
+    let mut out = String::from(
+        "| scenario | fault | iter | ok | failed | lost | overlap | double grants | stale acc. (fenced) | stale ref. (fenced) | fresh ref. | token regr. | foreign rel./ren. | renew after loss | held past deadline | keys left | extra | verdict |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in reports {
+        let c = &r.counters;
+        let extra: Vec<String> = c
+            .measures
+            .iter()
+            .map(|(k, v)| format!("{k} max {v} ms"))
+            .collect();
+        let verdict = match (r.passed, r.documented_unsafe) {
+            (true, true) => "unsafe, as documented",
+            (true, false) => "pass",
+            (false, _) => "FAIL",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |",
+            r.scenario.name(),
+            r.fault,
+            r.iterations,
+            c.acquires_ok,
+            c.acquires_failed,
+            c.lost_signals,
+            c.overlapping_sections,
+            c.double_grants,
+            c.stale_writes_accepted_fenced,
+            c.stale_writes_refused_fenced,
+            c.fresh_writes_refused,
+            c.token_regressions,
+            c.foreign_releases,
+            c.foreign_renewals,
+            c.renewals_after_loss,
+            c.held_after_deadline,
+            c.keys_left,
+            extra.join(", "),
+            verdict,
+        );
+    }
+    out
+}
