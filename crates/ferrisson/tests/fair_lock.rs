@@ -450,6 +450,38 @@ async fn force_unlock_frees_the_lock_and_wakes_the_head() -> anyhow::Result<()> 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_a_script_flush_and_a_redis_restart() -> anyhow::Result<()> {
+    let mut server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let lock = client.fair_lock("restarted")?;
+    server.command(&["SCRIPT", "FLUSH"])?;
+    let holder = lock.lock().await?; // NOSCRIPT: redis-rs loads the script again
+    let waiter = Client::connect(&server.url())
+        .await?
+        .fair_lock("restarted")?;
+    let waiting = tokio::spawn(async move {
+        let first = waiter.lock().await;
+        (waiter, first)
+    });
+    assert!(queue_reaches(&lock, 1).await);
+    server.restart()?; // no persistence: the lock and the queue are gone
+    // A wait that was talking to Redis when it went away ends with a connection error
+    // (or, if it reconnected first, with the free lock); asked again, it gets the lock.
+    let (waiter, first) = tokio::time::timeout(Duration::from_secs(10), waiting).await??;
+    let guard = match first {
+        Ok(guard) => guard,
+        Err(e) if e.is_connection_error() => {
+            tokio::time::timeout(Duration::from_secs(10), waiter.lock()).await??
+        }
+        Err(e) => return Err(e.into()),
+    };
+    assert_eq!(lock.inspect().await?.holder, Some(guard.owner()));
+    assert!(matches!(holder.unlock().await, Err(Error::NotOwner { .. })));
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;
     assert!(matches!(
