@@ -25,6 +25,9 @@ pub const MAX_ID_SECONDS: i64 = (1 << 31) - 1;
 /// Longest accepted id prefix, in bytes.
 pub const MAX_ID_PREFIX_LEN: usize = 256;
 
+/// Most ids one [`IdGenerator::next_ids`] call returns (they are collected in memory).
+pub const MAX_IDS_PER_CALL: u32 = 1 << 20;
+
 /// Default smallest block of sequence numbers a batched generator reserves at once.
 pub const DEFAULT_MIN_BLOCK: u32 = 16;
 
@@ -235,16 +238,18 @@ impl IdGenerator {
     ///
     /// # Errors
     ///
-    /// As [`next_id`](IdGenerator::next_id); also [`Error::InvalidArgument`] for a zero
-    /// `count`.
+    /// As [`next_id`](IdGenerator::next_id); also [`Error::InvalidArgument`] for a
+    /// `count` of 0 or over [`MAX_IDS_PER_CALL`].
     ///
     /// # Cancel safety
     ///
     /// Cancel safe as [`next_id`](IdGenerator::next_id): the ids of a dropped call are
     /// never handed out.
     pub async fn next_ids(&self, prefix: &str, count: u32) -> Result<Vec<i64>> {
-        if count == 0 {
-            return Err(Error::invalid("id count must be at least 1"));
+        if count == 0 || count > MAX_IDS_PER_CALL {
+            return Err(Error::invalid(format!(
+                "id count must be between 1 and {MAX_IDS_PER_CALL}, got {count}"
+            )));
         }
         match &self.inner.batcher {
             Some(batcher) => {

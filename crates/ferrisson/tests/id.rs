@@ -571,10 +571,12 @@ async fn bad_prefixes_are_invalid_arguments() -> anyhow::Result<()> {
         }
         assert!(ids.next_id(&"x".repeat(MAX_ID_PREFIX_LEN)).await.is_ok());
         assert!(ids.next_id("shop:order/eu").await.is_ok());
-        assert!(matches!(
-            ids.next_ids("order", 0).await,
-            Err(Error::InvalidArgument(_))
-        ));
+        for count in [0, ferrisson::MAX_IDS_PER_CALL + 1, u32::MAX] {
+            assert!(matches!(
+                ids.next_ids("order", count).await,
+                Err(Error::InvalidArgument(_))
+            ));
+        }
     }
     for (min, max) in [(0, 1), (5, 4), (1, ferrisson::MAX_BLOCK + 1)] {
         assert!(matches!(
