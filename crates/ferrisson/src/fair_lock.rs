@@ -1,6 +1,7 @@
 //! The fair lock: a reentrant lock granted strictly in request order (Redisson's
 //! `RFairLock`), with waiter entries that die with their waiter.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -421,6 +422,7 @@ impl FairLock {
             .query_async(&mut conn)
             .await?;
         let now_ms = time.0 * 1000 + time.1 / 1000;
+        let deadlines: HashMap<String, f64> = deadlines.into_iter().collect();
         let mut info = FairLockInfo {
             holder: None,
             hold_count: 0,
@@ -439,11 +441,7 @@ impl FairLock {
             }
         }
         for member in queue {
-            let Some(deadline) = deadlines
-                .iter()
-                .find(|(m, _)| *m == member)
-                .map(|(_, d)| *d)
-            else {
+            let Some(&deadline) = deadlines.get(&member) else {
                 continue;
             };
             let deadline = deadline as u64;
