@@ -22,6 +22,7 @@
 
 mod checker;
 mod history;
+mod redlock_scenarios;
 mod resource;
 mod scenarios;
 

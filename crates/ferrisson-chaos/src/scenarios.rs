@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::checker::{Counters, check};
 use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
+use crate::redlock_scenarios::{self, Nodes, RedlockFault};
 use crate::resource::Resource;
 
 /// Environment variable that turns a process into the holder of
@@ -49,11 +50,18 @@ pub enum Scenario {
     /// The master killed while its replica lags (replication blackholed), the replica
     /// promoted and clients pointed at it. A documented unsafe case.
     LaggingReplicaPromoted,
+    /// Redlock over five servers with one or two of them killed.
+    RedlockMinorityKilled,
+    /// Redlock: a node of the holder's bare majority restarted empty at once. A
+    /// documented unsafe case.
+    RedlockRestartedAtOnce,
+    /// Redlock: the same node kept down for longer than the TTL before restarting empty.
+    RedlockRestartedAfterTtl,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Latency,
         Scenario::AcquireReplyDelayed,
         Scenario::HolderBlackholed,
@@ -64,6 +72,9 @@ impl Scenario {
         Scenario::ExecutorStarved,
         Scenario::HolderKilled,
         Scenario::LaggingReplicaPromoted,
+        Scenario::RedlockMinorityKilled,
+        Scenario::RedlockRestartedAtOnce,
+        Scenario::RedlockRestartedAfterTtl,
     ];
 
     /// The command-line name, e.g. `holder-blackholed`.
@@ -79,6 +90,9 @@ impl Scenario {
             Scenario::ExecutorStarved => "executor-starved",
             Scenario::HolderKilled => "holder-killed",
             Scenario::LaggingReplicaPromoted => "lagging-replica-promoted",
+            Scenario::RedlockMinorityKilled => "redlock-minority-killed",
+            Scenario::RedlockRestartedAtOnce => "redlock-restarted-at-once",
+            Scenario::RedlockRestartedAfterTtl => "redlock-restarted-after-ttl",
         }
     }
 
@@ -102,12 +116,31 @@ impl Scenario {
             Scenario::LaggingReplicaPromoted => {
                 "replication blackholed, master killed, replica promoted"
             }
+            Scenario::RedlockMinorityKilled => "Redlock, 1 or 2 of 5 servers killed",
+            Scenario::RedlockRestartedAtOnce => {
+                "Redlock, holder has 3 of 5; one of them restarted empty at once"
+            }
+            Scenario::RedlockRestartedAfterTtl => {
+                "Redlock, holder has 3 of 5; one of them down TTL + 200 ms, restarted empty"
+            }
         }
     }
 
     /// Whether the scenario is a documented unsafe case: it must show double grants.
     pub fn is_documented_unsafe(self) -> bool {
-        self == Scenario::LaggingReplicaPromoted
+        matches!(
+            self,
+            Scenario::LaggingReplicaPromoted | Scenario::RedlockRestartedAtOnce
+        )
+    }
+
+    fn redlock_fault(self) -> Option<RedlockFault> {
+        match self {
+            Scenario::RedlockMinorityKilled => Some(RedlockFault::MinorityKilled),
+            Scenario::RedlockRestartedAtOnce => Some(RedlockFault::RestartedAtOnce),
+            Scenario::RedlockRestartedAfterTtl => Some(RedlockFault::RestartedAfterTtl),
+            _ => None,
+        }
     }
 }
 
@@ -170,14 +203,30 @@ pub struct ScenarioReport {
 ///
 /// When a server, proxy or holder process cannot be set up.
 pub async fn run(scenario: Scenario, config: &Config) -> anyhow::Result<ScenarioReport> {
+    let redlock_nodes = match scenario.redlock_fault() {
+        Some(_) => Some(Nodes::start().await?),
+        None => None,
+    };
     let env = Env::start().await?;
     let mut counters = Counters::default();
     for iteration in 0..config.iterations {
         let history = History::new();
         let name = format!("chaos-{}-{iteration}", scenario.name());
-        run_once(scenario, config, &env, &history, &name)
-            .await
-            .with_context(|| format!("{} iteration {iteration}", scenario.name()))?;
+        let result = match (scenario.redlock_fault(), &redlock_nodes) {
+            (Some(fault), Some(nodes)) => {
+                redlock_scenarios::run_once(
+                    fault,
+                    nodes,
+                    &history,
+                    &name,
+                    iteration,
+                    config.lease * 3,
+                )
+                .await
+            }
+            _ => run_once(scenario, config, &env, &history, &name).await,
+        };
+        result.with_context(|| format!("{} iteration {iteration}", scenario.name()))?;
         let events = history.events();
         if std::env::var_os("FERRISSON_CHAOS_TRACE").is_some() {
             for e in &events {
@@ -597,6 +646,11 @@ async fn run_once(
         }
         Scenario::LaggingReplicaPromoted => {
             return lagging_replica(config, history, name, &resource).await;
+        }
+        Scenario::RedlockMinorityKilled
+        | Scenario::RedlockRestartedAtOnce
+        | Scenario::RedlockRestartedAfterTtl => {
+            bail!("Redlock scenarios run on their own nodes")
         }
     }
     keys_left(&a, &direct, name, lease).await

@@ -112,6 +112,32 @@ async fn lagging_replica_promoted_is_unsafe_as_documented() {
     assert_eq!(r.counters.token_regressions, u64::from(ITERATIONS));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_minority_killed() {
+    let r = small(Scenario::RedlockMinorityKilled).await;
+    assert_eq!(r.counters.double_grants, 0);
+    // A holds; B is refused while A holds and gets it after A's release.
+    assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
+    assert_eq!(r.counters.acquires_failed, u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_restarted_at_once_is_unsafe_as_documented() {
+    let r = small(Scenario::RedlockRestartedAtOnce).await;
+    assert_eq!(r.counters.double_grants, u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_restarted_after_ttl() {
+    let r = small(Scenario::RedlockRestartedAfterTtl).await;
+    assert_eq!(r.counters.double_grants, 0);
+    assert_eq!(
+        r.counters.acquires_ok,
+        2 * u64::from(ITERATIONS),
+        "both got it"
+    );
+}
+
 /// The client is meant to warn at connect when the server's eviction policy can drop lock
 /// keys (`warn_if_keys_may_be_evicted` in client.rs).
 ///

@@ -13,7 +13,8 @@ use ferrisson_chaos::{Config, HolderCommand, Scenario, ScenarioReport};
 pub struct Args {
     /// Scenario name, or `all` (one of: latency, acquire-reply-delayed,
     /// holder-blackholed, reset-during-acquire, reset-during-release, redis-paused,
-    /// script-flush, executor-starved, holder-killed, lagging-replica-promoted).
+    /// script-flush, executor-starved, holder-killed, lagging-replica-promoted,
+    /// redlock-minority-killed, redlock-restarted-at-once, redlock-restarted-after-ttl).
     #[arg(value_name = "SCENARIO")]
     scenario: Option<String>,
 
