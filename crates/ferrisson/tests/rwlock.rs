@@ -235,6 +235,36 @@ async fn readers_share_and_a_writer_excludes_everyone() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_release_hands_the_lock_to_a_waiting_writer() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let other = Client::connect(&server.url()).await?;
+    let lock = client.rwlock("writers")?;
+    let first = lock.write().await?;
+    let second = {
+        let lock = other.rwlock("writers")?;
+        tokio::spawn(async move { lock.write().await })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            other.stats().waiting_channels == 1
+        })
+        .await
+    );
+    assert!(!second.is_finished());
+    let token = first.fencing_token();
+    first.unlock().await?;
+    // The first writer's lease is 30 s: only its release message wakes the second.
+    let second = tokio::time::timeout(Duration::from_secs(5), second).await???;
+    assert!(second.fencing_token() > token);
+    assert_eq!(
+        lock.inspect().await?.writer.map(|w| w.owner),
+        Some(second.owner())
+    );
+    second.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_are_reentrant_in_one_task() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;
     let lock = client.rwlock("reenter")?;
