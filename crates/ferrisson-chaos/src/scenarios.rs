@@ -47,6 +47,11 @@ pub enum Scenario {
     ExecutorStarved,
     /// A holder process killed with SIGKILL; the next acquire must come within the lease.
     HolderKilled,
+    /// A holder process frozen with SIGSTOP for two leases, then resumed: it must see
+    /// the lock lost, and its write with the old token must be refused.
+    HolderPaused,
+    /// `CLIENT PAUSE ... ALL` on the server for two leases while the lock is held.
+    RedisClientPaused,
     /// The master killed while its replica lags (replication blackholed), the replica
     /// promoted and clients pointed at it. A documented unsafe case.
     LaggingReplicaPromoted,
@@ -61,7 +66,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Latency,
         Scenario::AcquireReplyDelayed,
         Scenario::HolderBlackholed,
@@ -71,6 +76,8 @@ impl Scenario {
         Scenario::ScriptFlush,
         Scenario::ExecutorStarved,
         Scenario::HolderKilled,
+        Scenario::HolderPaused,
+        Scenario::RedisClientPaused,
         Scenario::LaggingReplicaPromoted,
         Scenario::RedlockMinorityKilled,
         Scenario::RedlockRestartedAtOnce,
@@ -89,6 +96,8 @@ impl Scenario {
             Scenario::ScriptFlush => "script-flush",
             Scenario::ExecutorStarved => "executor-starved",
             Scenario::HolderKilled => "holder-killed",
+            Scenario::HolderPaused => "holder-paused",
+            Scenario::RedisClientPaused => "redis-client-paused",
             Scenario::LaggingReplicaPromoted => "lagging-replica-promoted",
             Scenario::RedlockMinorityKilled => "redlock-minority-killed",
             Scenario::RedlockRestartedAtOnce => "redlock-restarted-at-once",
@@ -113,6 +122,8 @@ impl Scenario {
             Scenario::ScriptFlush => "SCRIPT FLUSH while held",
             Scenario::ExecutorStarved => "holder's current-thread runtime blocked for 2 leases",
             Scenario::HolderKilled => "holder process SIGKILLed",
+            Scenario::HolderPaused => "holder process SIGSTOPped for 2 leases, then resumed",
+            Scenario::RedisClientPaused => "CLIENT PAUSE ALL for 2 leases",
             Scenario::LaggingReplicaPromoted => {
                 "replication blackholed, master killed, replica promoted"
             }
@@ -550,7 +561,10 @@ async fn run_once(
             }
             b_task.await??;
         }
-        Scenario::HolderBlackholed | Scenario::RedisPaused | Scenario::ExecutorStarved => {
+        Scenario::HolderBlackholed
+        | Scenario::RedisPaused
+        | Scenario::RedisClientPaused
+        | Scenario::ExecutorStarved => {
             stalled_holder(scenario, config, env, history, name, &resource, &direct).await?;
         }
         Scenario::ResetDuringAcquire => {
@@ -637,6 +651,9 @@ async fn run_once(
             if let Some(guard) = acquire(&b, 1, &direct, name, lease * 10).await? {
                 critical_section(&b, 1, guard, &resource, lease / 4).await;
             }
+        }
+        Scenario::HolderPaused => {
+            holder_paused(config, env, history, name, &resource).await?;
         }
         Scenario::HolderKilled => {
             holder_killed(config, env, history, name).await?;
@@ -736,12 +753,19 @@ async fn stalled_holder(
     rec_belief(&a, &guard);
     match scenario {
         Scenario::HolderBlackholed => env.proxy_a.control().set_blackhole(true),
+        Scenario::RedisClientPaused => {
+            // Paused clients include any new connection, so an UNPAUSE could not get
+            // through: the pause ends by itself after the stall.
+            let millis = stall.as_millis().to_string();
+            env.server.command(&["CLIENT", "PAUSE", &millis, "ALL"])?;
+        }
         _ => env.server.pause()?,
     }
     let b_run = tokio::spawn(b_task(Arc::clone(resource)));
     watch(&a, 0, &guard, stall).await;
     match scenario {
         Scenario::HolderBlackholed => env.proxy_a.control().set_blackhole(false),
+        Scenario::RedisClientPaused => {}
         _ => env.server.resume()?,
     }
     b_run.await??;
@@ -752,6 +776,70 @@ async fn stalled_holder(
     Ok(())
 }
 
+/// A running holder process: its stdin, its output lines and its grant.
+struct HolderProcess {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    token: u64,
+    /// The holder's own deadline, on this history's clock.
+    deadline: Duration,
+}
+
+/// The system-wide monotonic clock (`CLOCK_MONOTONIC`, the clock of `Instant` on
+/// Linux), readable in both processes: how a child's deadline lands on our clock.
+fn monotonic() -> anyhow::Result<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
+    Ok(Duration::from(now))
+}
+
+fn spawn_holder(
+    config: &Config,
+    url: &str,
+    name: &str,
+    history: &History,
+) -> anyhow::Result<HolderProcess> {
+    let holder = config
+        .holder
+        .as_ref()
+        .context("this scenario needs a holder command")?;
+    let mut child = Command::new(&holder.program)
+        .args(&holder.args)
+        .env(
+            HOLDER_ENV,
+            format!("{url} {name} {}", config.lease.as_millis()),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().context("piped")?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // libtest may print around the holder's text, even on the same line.
+            if let Some(at) = line.find("holder-") {
+                if tx.send(line[at..].to_owned()).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let line = lines
+        .recv_timeout(Duration::from_secs(30))
+        .context("the holder process ended before holding the lock")?;
+    // holder-token TOKEN DEADLINE_MONOTONIC_NANOS
+    let mut parts = line.split_whitespace().skip(1);
+    let token: u64 = parts.next().context("token")?.parse()?;
+    let deadline_mono = Duration::from_nanos(parts.next().context("deadline")?.parse()?);
+    let (now, now_mono) = (history.now(), monotonic()?);
+    let deadline = (now + deadline_mono).saturating_sub(now_mono);
+    Ok(HolderProcess {
+        child,
+        lines,
+        token,
+        deadline,
+    })
+}
+
 /// Starts a holder process, kills it with SIGKILL once it holds the lock, and measures
 /// how long until another client holds it.
 async fn holder_killed(
@@ -760,39 +848,22 @@ async fn holder_killed(
     history: &History,
     name: &str,
 ) -> anyhow::Result<()> {
-    let holder = config
-        .holder
-        .as_ref()
-        .context("holder-killed needs a holder command")?;
     let (a, b) = (history.recorder(0), history.recorder(1));
     a.record(0, EventKind::AcquireInvoked);
-    let mut child = Command::new(&holder.program)
-        .args(&holder.args)
-        .env(
-            HOLDER_ENV,
-            format!("{} {name} {}", env.server.url(), config.lease.as_millis()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().context("piped")?;
-    let token = tokio::task::spawn_blocking(move || -> anyhow::Result<u64> {
-        for line in BufReader::new(stdout).lines() {
-            let line = line?;
-            if let Some(at) = line.find("holder-token ") {
-                return Ok(line[at + 13..].trim().parse()?);
-            }
-        }
-        bail!("the holder process ended before holding the lock")
-    })
-    .await??;
-    let deadline = a.now() + config.lease;
-    a.record(0, EventKind::AcquireOk { token, deadline });
-    let pid = Pid::from_raw(i32::try_from(child.id())?);
+    let mut holder = spawn_holder(config, &env.server.url(), name, history)?;
+    a.record(
+        0,
+        EventKind::AcquireOk {
+            token: holder.token,
+            deadline: holder.deadline,
+        },
+    );
+    let pid = Pid::from_raw(i32::try_from(holder.child.id())?);
     kill(pid, Signal::SIGKILL)?;
     let killed = Instant::now();
     // A dead process believes nothing.
     a.record(0, EventKind::Lost);
+    let mut child = holder.child;
     tokio::task::spawn_blocking(move || child.wait()).await??;
     let client = connect(&env.server.url(), config.lease).await?;
     if let Some(guard) = acquire(&b, 0, &client, name, config.lease * 10).await? {
@@ -808,9 +879,82 @@ async fn holder_killed(
     Ok(())
 }
 
-/// The holder process of [`Scenario::HolderKilled`]: when [`HOLDER_ENV`] is set,
-/// takes the lock, prints `holder-token N` and waits to be killed. Returns `Ok(false)`
-/// at once when the variable is not set.
+/// Freezes a holder process (SIGSTOP) for two leases while B takes the lock and writes;
+/// then resumes it. The holder reports its belief, writes with its old token (the
+/// resource judges it) and releases.
+async fn holder_paused(
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+    resource: &Arc<Resource>,
+) -> anyhow::Result<()> {
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    a.record(0, EventKind::AcquireInvoked);
+    let mut holder = spawn_holder(config, &env.server.url(), name, history)?;
+    a.record(
+        0,
+        EventKind::AcquireOk {
+            token: holder.token,
+            deadline: holder.deadline,
+        },
+    );
+    resource.enter(&a, 0, holder.token);
+    let pid = Pid::from_raw(i32::try_from(holder.child.id())?);
+    kill(pid, Signal::SIGSTOP)?;
+    let direct = connect(&env.server.url(), config.lease).await?;
+    if let Some(guard) = acquire(&b, 0, &direct, name, config.lease * 10).await? {
+        critical_section(&b, 0, guard, resource, config.lease / 4).await;
+    }
+    kill(pid, Signal::SIGCONT)?;
+    let mut stdin = holder.child.stdin.take().context("piped")?;
+    std::io::Write::write_all(&mut stdin, b"go\n")?;
+    let lines = holder.lines;
+    let mut next = move || -> anyhow::Result<(String, std::sync::mpsc::Receiver<String>)> {
+        let line = lines.recv_timeout(Duration::from_secs(30))?;
+        Ok((line, lines))
+    };
+    // holder-belief HELD DEADLINE_MONOTONIC_NANOS
+    let (line, rest) = tokio::task::spawn_blocking(move || next()).await??;
+    let mut parts = line.split_whitespace().skip(1);
+    let held = parts.next() == Some("true");
+    let deadline_mono = Duration::from_nanos(parts.next().context("deadline")?.parse()?);
+    let (now, now_mono) = (a.now(), monotonic()?);
+    a.record(
+        0,
+        EventKind::Belief {
+            held,
+            deadline: (now + deadline_mono).saturating_sub(now_mono),
+        },
+    );
+    // The resumed process goes on with its critical section: a stale write.
+    resource.write(&a, 0, holder.token);
+    resource.exit(&a, 0);
+    a.record(0, EventKind::ReleaseInvoked);
+    let (line, _) = tokio::task::spawn_blocking(move || {
+        let line = rest.recv_timeout(Duration::from_secs(30))?;
+        anyhow::Ok((line, rest))
+    })
+    .await??;
+    let outcome = match line.split_whitespace().nth(1) {
+        Some("ok") => ReleaseOutcome::Ok,
+        Some("not-owner") => ReleaseOutcome::NotOwner,
+        Some("expired") => ReleaseOutcome::Expired,
+        _ => ReleaseOutcome::Error(line.clone()),
+    };
+    a.record(0, EventKind::Released { outcome });
+    drop(stdin);
+    let mut child = holder.child;
+    tokio::task::spawn_blocking(move || child.wait()).await??;
+    Ok(())
+}
+
+/// The holder process of [`Scenario::HolderKilled`] and [`Scenario::HolderPaused`]:
+/// when [`HOLDER_ENV`] is set, takes the lock and prints `holder-token TOKEN DEADLINE`
+/// (`CLOCK_MONOTONIC` nanoseconds). On a `go` line on stdin it prints
+/// `holder-belief HELD DEADLINE`, releases and prints `holder-release OUTCOME`; at
+/// end of input it holds until killed. Returns `Ok(false)` at once when the variable
+/// is not set.
 ///
 /// # Errors
 ///
@@ -826,10 +970,32 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
     let lease = Duration::from_millis(lease.parse()?);
     let client = connect(url, lease).await?;
     let guard = client.lock(name)?.lock().await?;
-    println!("holder-token {}", guard.fencing_token().get());
-    // Held (and renewed) until the parent kills this process.
-    std::future::pending::<()>().await;
-    drop(guard);
+    let deadline = |guard: &LockGuard| -> anyhow::Result<u128> {
+        Ok((monotonic()? + guard.remaining()).as_nanos())
+    };
+    println!(
+        "holder-token {} {}",
+        guard.fencing_token().get(),
+        deadline(&guard)?
+    );
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    if line.trim() != "go" {
+        // Held (and renewed) until the parent kills this process.
+        std::future::pending::<()>().await;
+    }
+    let held = guard.is_held();
+    println!("holder-belief {held} {}", deadline(&guard)?);
+    let outcome = match guard.unlock().await {
+        Ok(()) => "ok".to_owned(),
+        Err(Error::NotOwner { .. }) => "not-owner".to_owned(),
+        Err(Error::LeaseExpired { .. }) => "expired".to_owned(),
+        Err(e) => format!("error:{}", e.to_string().replace(' ', "_")),
+    };
+    println!("holder-release {outcome}");
     Ok(true)
 }
 

@@ -105,6 +105,25 @@ async fn holder_killed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_paused() {
+    let r = small(Scenario::HolderPaused).await;
+    // The resumed holder's write with its old token is refused every time.
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_client_paused() {
+    let r = small(Scenario::RedisClientPaused).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_replica_promoted_is_unsafe_as_documented() {
     let r = small(Scenario::LaggingReplicaPromoted).await;
     assert!(r.documented_unsafe);
