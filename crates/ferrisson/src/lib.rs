@@ -2,11 +2,20 @@
 //!
 //! Distributed locks and synchronizers on Redis for async Rust (tokio).
 //!
-//! - [`Lock`]: reentrant lock with a watchdog that renews it while you hold it, a
-//!   [`FencingToken`] per holder, a lost-lock signal ([`LockGuard::lost`]) and
-//!   event-driven waiting (a release wakes the next waiter; no polling).
-//! - [`SimpleLock`]: the classic `SET NX PX` + compare-and-delete lock.
-//! - [`Client::fenced_set`]: the storage-side check that makes fencing tokens useful.
+//! | primitive | what it is |
+//! |---|---|
+//! | [`Lock`] | reentrant lock; a watchdog renews it while you hold it; a [`FencingToken`] per holder; a lost-lock signal ([`LockGuard::lost`]); waiters woken by the release, never polling |
+//! | [`SimpleLock`] | the classic `SET NX PX` + atomic compare-and-delete lock, not reentrant |
+//! | [`FairLock`] | reentrant and strictly FIFO; dead waiters evicted by server time |
+//! | [`RwLock`] | many readers or one writer, both reentrant; downgrade allowed, upgrade refused |
+//! | [`Semaphore`], [`ExpirableSemaphore`] | counting semaphores; the second with per-permit leases |
+//! | [`CountDownLatch`] | waiters woken by the final count-down |
+//! | [`MultiLock`], [`Redlock`] | all-or-nothing over several locks; majority locking over independent servers |
+//! | [`IdGenerator`] | 64-bit ids in the seeds' layout, one round trip per block |
+//! | [`Client::fenced_set`] | the storage-side check that makes fencing tokens useful |
+//!
+//! All of them share one [`Client`]: one multiplexed, self-reconnecting connection, one
+//! subscription that wakes every local waiter, one watchdog task.
 //!
 //! ```no_run
 //! use std::time::Duration;
