@@ -1,15 +1,19 @@
 -- Acquires or re-enters the read or the write side of a read-write lock.
 -- KEYS[1]: the lock hash {mode: 'read'|'write', writer: owner, fence: token,
 --          r:<owner>: read holds, w:<owner>: write holds, d:<owner>: the owner's lease
---          deadline in server ms, x:<release id>: applied-release marker (value: when to forget it)}
+--          deadline in server ms, i:<owner>: a waiting writer's intent (its deadline in
+--          server ms), x:<release id>: applied-release marker (value: when to forget it)}
 -- KEYS[2]: the write side's fencing counter (a string that never expires)
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
 -- ARGV[3]: 'read' or 'write'
--- ARGV[4]: 'acquire', or 'reenter' when the caller believes this owner holds the lock
---          already: then never start a first hold under this owner id (the old one was lost)
+-- ARGV[4]: 'acquire'; 'try' (a blocked writer leaves no intent); or 'reenter' when the
+--          caller believes this owner holds the lock already: then never start a first
+--          hold under this owner id (the old one was lost)
+-- ARGV[5]: how long a blocked writer's intent lives unless renewed, in milliseconds
 -- Returns: {1, fencing token (0 for a read), this owner's holds of that side} when granted;
---          {0, ms until the earliest conflicting holder's lease runs out (-1: none)} when blocked;
+--          {0, ms until the earliest conflicting holder's lease or writer's intent runs
+--           out (-1: none)} when blocked;
 --          {2} in 'reenter' mode when this owner holds nothing any more;
 --          {3} when a reader that is not the writer asks for the write side (an upgrade
 --          would deadlock against any other reader doing the same).
@@ -21,9 +25,10 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 -- Holders share one hash, so the hash's TTL cannot expire one dead reader while others
--- renew: evict every owner whose own deadline passed, and stale release markers.
+-- renew: evict every owner whose own deadline passed, dead writers' intents and stale
+-- release markers.
 local fields = redis.call('HGETALL', key)
-local live = 0
+local live, intents = 0, 0
 for i = 1, #fields, 2 do
   local field, value = fields[i], tonumber(fields[i + 1])
   local prefix = string.sub(field, 1, 2)
@@ -37,12 +42,22 @@ for i = 1, #fields, 2 do
     else
       live = live + 1
     end
+  elseif prefix == 'i:' then
+    if value <= now then
+      redis.call('HDEL', key, field)
+    else
+      intents = intents + 1
+    end
   elseif prefix == 'x:' and value <= now then
     redis.call('HDEL', key, field)
   end
 end
 if live == 0 then
-  redis.call('DEL', key)
+  if intents == 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('HDEL', key, 'mode', 'writer')
+  end
 end
 local mode = redis.call('HGET', key, 'mode')
 local writer = redis.call('HGET', key, 'writer')
@@ -58,25 +73,43 @@ if ARGV[4] == 'reenter' and reads + writes == 0 then
   return {2}
 end
 
+-- The hash outlives every holder's deadline and every intent.
+local function keep(ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
 local function grant(side)
   local count = redis.call('HINCRBY', key, side .. ':' .. owner, 1)
   local deadline = now + lease
   if deadline > tonumber(redis.call('HGET', key, 'd:' .. owner) or '0') then
     redis.call('HSET', key, 'd:' .. owner, deadline)
   end
-  -- The hash outlives every holder's deadline; evictions above take single holders out.
-  if redis.call('PTTL', key) < lease then
-    redis.call('PEXPIRE', key, lease)
-  end
+  keep(lease)
   return count
 end
 
+-- Another owner's writer waits: a new reader queues behind it, so that a stream of
+-- overlapping readers cannot starve writers.
+local function writer_waiting()
+  for _, field in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(field, 1, 2) == 'i:' and string.sub(field, 3) ~= owner then
+      return true
+    end
+  end
+  return false
+end
+
 if ARGV[3] == 'read' then
-  if not mode then
-    redis.call('HSET', key, 'mode', 'read')
+  -- The writer may read; a reader re-enters: neither waits (it would wait for itself).
+  if writer == owner or (mode == 'read' and reads > 0) then
     return {1, 0, grant('r')}
   end
-  if mode == 'read' or writer == owner then
+  if mode ~= 'write' and not writer_waiting() then
+    if not mode then
+      redis.call('HSET', key, 'mode', 'read')
+    end
     return {1, 0, grant('r')}
   end
 else
@@ -87,19 +120,25 @@ else
     return {3}
   end
   if not mode then
+    redis.call('HDEL', key, 'i:' .. owner)
     local token = redis.call('INCR', KEYS[2])
     redis.call('HSET', key, 'mode', 'write', 'writer', owner, 'fence', token)
     return {1, token, grant('w')}
   end
+  if ARGV[4] ~= 'try' then
+    local intent = tonumber(ARGV[5])
+    redis.call('HSET', key, 'i:' .. owner, now + intent)
+    keep(intent)
+  end
 end
 
--- Blocked: the state can change without a release message only when a conflicting
--- holder's lease runs out, so that bounds the caller's wait.
+-- Blocked: the state can change without a message only when a conflicting holder's
+-- lease or a writer's intent runs out, so that bounds the caller's wait.
 local wait = -1
 fields = redis.call('HGETALL', key)
 for i = 1, #fields, 2 do
-  local field = fields[i]
-  if string.sub(field, 1, 2) == 'd:' and string.sub(field, 3) ~= owner then
+  local prefix = string.sub(fields[i], 1, 2)
+  if (prefix == 'd:' or prefix == 'i:') and string.sub(fields[i], 3) ~= owner then
     local left = tonumber(fields[i + 1]) - now
     if wait < 0 or left < wait then
       wait = left

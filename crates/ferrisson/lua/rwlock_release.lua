@@ -6,7 +6,7 @@
 -- ARGV[2]: 'read' or 'write'
 -- ARGV[3]: release id, remembered while the lock lives so a retried release is not applied twice
 -- ARGV[4]: how long to remember a release id, in milliseconds
--- Returns: 1 the lock is free now (deleted; waiters woken); 2 one hold released, the lock
+-- Returns: 1 the lock is free now (only waiting writers' intents remain; waiters woken); 2 one hold released, the lock
 --          is still held (by this owner or others); 3 this release id was already applied;
 --          0 no such lock (lease expired); -1 this owner holds no such side.
 local key = KEYS[1]
@@ -60,7 +60,16 @@ for _, field in ipairs(redis.call('HKEYS', key)) do
     return 2
   end
 end
-redis.call('DEL', key)
+-- Free: keep only waiting writers' intents, so that readers do not overtake them now.
+local rest = {}
+for _, field in ipairs(redis.call('HKEYS', key)) do
+  if string.sub(field, 1, 2) ~= 'i:' then
+    rest[#rest + 1] = field
+  end
+end
+if #rest > 0 then
+  redis.call('HDEL', key, unpack(rest))
+end
 if ARGV[2] == 'write' then
   redis.call('PUBLISH', KEYS[2], 'all')
 end

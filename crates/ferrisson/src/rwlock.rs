@@ -23,6 +23,9 @@ use crate::scripts::SCRIPTS;
 const RELEASE_ATTEMPTS: u32 = 3;
 /// How long Redis remembers an applied release id: longer than any retry takes.
 const RELEASE_MEMORY: Duration = Duration::from_secs(60);
+/// How long a waiting writer's intent holds new readers back without a refresh: a writer
+/// that dies while waiting delays readers at most this long. Refreshed every third.
+const WRITE_INTENT: Duration = Duration::from_secs(3);
 
 impl Client {
     /// A handle to the read-write lock called `name` (no Redis traffic until used).
@@ -63,8 +66,10 @@ impl Client {
 ///   other readers keep renewing theirs.
 /// - **Wake-ups**: a write release wakes every local waiting reader (and one writer per
 ///   client); the last read release wakes one waiting writer per client.
-/// - Readers do not block new readers while a writer waits: a steady stream of
-///   overlapping readers can starve writers.
+/// - **Writers are not starved**: a waiting writer records an intent in Redis (renewed
+///   every second while it waits, gone 3 s after its waiter dies, withdrawn when it stops
+///   waiting) and new readers queue behind it. Owners that already read may still
+///   re-enter, so a writer waits only for the readers that were there first.
 ///
 /// Stored as one hash under the key `{name}` (plus the client's namespace), so a
 /// read-write lock must not share its name with a [`Lock`](crate::Lock).
@@ -112,6 +117,85 @@ impl Side {
     }
 }
 
+/// How an acquire attempt is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A waiting acquire: a blocked writer records its intent.
+    Acquire,
+    /// `try_read` / `try_write`: a blocked writer leaves no trace.
+    Try,
+    /// Only add a hold to one this owner already has.
+    Reenter,
+}
+
+impl Mode {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Try => "try",
+            Self::Reenter => "reenter",
+        }
+    }
+}
+
+/// A waiting writer's intent: withdrawn from Redis when the wait ends without the lock,
+/// also when the waiting future is dropped (on a spawned task, like a guard's release).
+struct WriteIntent {
+    lock: RwLock,
+    owner: OwnerId,
+    armed: bool,
+}
+
+impl WriteIntent {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// Withdraws the intent now; if this future is dropped first, `Drop` does it instead.
+    async fn withdraw(mut self) -> Result<()> {
+        if self.armed {
+            send_withdraw(&self.lock, self.owner).await?;
+            self.armed = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WriteIntent {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let lock = self.lock.clone();
+        let owner = self.owner;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = send_withdraw(&lock, owner).await {
+                        tracing::debug!(lock = %lock.name, error = %e, "withdrawing a cancelled writer failed");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                lock = %self.lock.name,
+                "read-write lock wait dropped outside a tokio runtime; its write intent lapses on its own"
+            ),
+        }
+    }
+}
+
+async fn send_withdraw(lock: &RwLock, owner: OwnerId) -> Result<bool> {
+    let mut conn = lock.client.conn();
+    let withdrawn: i64 = SCRIPTS
+        .rwlock_withdraw
+        .key(lock.keys.main())
+        .key(lock.channel(Side::Read))
+        .arg(owner.to_string())
+        .invoke_async(&mut conn)
+        .await?;
+    Ok(withdrawn == 1)
+}
+
 /// What the acquire script answered.
 enum AcquireReply {
     Acquired { token: u64 },
@@ -157,6 +241,8 @@ pub struct RwLockInfo {
     pub fencing_token: Option<FencingToken>,
     /// The lock's remaining time to live: at least the longest holder's lease.
     pub ttl: Option<Duration>,
+    /// Writers waiting for the lock; new readers wait behind them.
+    pub waiting_writers: Vec<OwnerId>,
 }
 
 /// One holder of a [`RwLock`], from [`RwLock::inspect`].
@@ -256,10 +342,15 @@ impl RwLock {
     ///
     /// Cancel safe, as [`RwLock::read`].
     pub async fn try_read(&self) -> Result<Option<RwLockReadGuard>> {
-        Ok(match self.attempt(Side::Read).await? {
-            Attempt::Acquired(held) => Some(RwLockReadGuard { held }),
-            Attempt::Held(_) => None,
-        })
+        Ok(
+            match self
+                .attempt(Side::Read, OwnerId::random(), Mode::Try)
+                .await?
+            {
+                Attempt::Acquired(held) => Some(RwLockReadGuard { held }),
+                Attempt::Held(_) => None,
+            },
+        )
     }
 
     /// Acquires the read lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
@@ -331,10 +422,15 @@ impl RwLock {
     ///
     /// Cancel safe, as [`RwLock::read`].
     pub async fn try_write(&self) -> Result<Option<RwLockWriteGuard>> {
-        Ok(match self.attempt(Side::Write).await? {
-            Attempt::Acquired(held) => Some(RwLockWriteGuard { held }),
-            Attempt::Held(_) => None,
-        })
+        Ok(
+            match self
+                .attempt(Side::Write, OwnerId::random(), Mode::Try)
+                .await?
+            {
+                Attempt::Acquired(held) => Some(RwLockWriteGuard { held }),
+                Attempt::Held(_) => None,
+            },
+        )
     }
 
     /// Acquires the write lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
@@ -419,6 +515,7 @@ impl RwLock {
             readers: Vec::new(),
             fencing_token: None,
             ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            waiting_writers: Vec::new(),
         };
         // owner -> (read holds, write holds, lease deadline in server ms)
         let mut holders: HashMap<OwnerId, (u32, u32, u64)> = HashMap::new();
@@ -440,6 +537,12 @@ impl RwLock {
                         "w" => entry.1 = u32::try_from(n).unwrap_or(u32::MAX),
                         _ => entry.2 = n,
                     }
+                }
+                // A waiting writer's intent; a lapsed one is as good as gone.
+                Some(("i", owner)) if number(value)? > now_ms => {
+                    info.waiting_writers.push(owner.parse().map_err(|_| {
+                        Error::Protocol(format!("read-write lock field {field:?}"))
+                    })?);
                 }
                 None if field == "mode" => {
                     info.mode = match value.as_str() {
@@ -495,13 +598,30 @@ impl RwLock {
     }
 
     async fn acquire(&self, side: Side, wait: Option<Duration>) -> Result<Option<HeldSide>> {
-        acquire_with_wait(&self.client, &self.channel(side), wait, || {
-            self.attempt(side)
+        // One owner id for the whole wait: a blocked writer's intent is recorded under it.
+        let waiter = OwnerId::random();
+        let intent = WriteIntent {
+            lock: self.clone(),
+            owner: waiter,
+            armed: side == Side::Write,
+        };
+        let acquired = acquire_with_wait(&self.client, &self.channel(side), wait, || {
+            self.attempt(side, waiter, Mode::Acquire)
         })
-        .await
+        .await?;
+        match acquired {
+            Some(held) => {
+                intent.disarm();
+                Ok(Some(held))
+            }
+            None => {
+                intent.withdraw().await?;
+                Ok(None)
+            }
+        }
     }
 
-    async fn attempt(&self, side: Side) -> Result<Attempt<HeldSide>> {
+    async fn attempt(&self, side: Side, waiter: OwnerId, mode: Mode) -> Result<Attempt<HeldSide>> {
         let task = TaskKey::current();
         let holds = &self.client.inner.holds;
         let lease = self.lease.duration(self.client.watchdog_lease());
@@ -511,12 +631,21 @@ impl RwLock {
             let existing = holds
                 .find(self.keys.main(), None, task)
                 .filter(|h| h.is_held());
-            let owner = existing.as_ref().map_or_else(OwnerId::random, |h| h.owner);
+            let (owner, sent_mode) = match &existing {
+                Some(hold) => (hold.owner, Mode::Reenter),
+                None => (waiter, mode),
+            };
             let sent_at = Instant::now();
-            match self
-                .send_acquire(owner, lease, side, existing.is_some())
-                .await?
-            {
+            match self.send_acquire(owner, lease, side, sent_mode).await? {
+                // A waiting writer comes back before its intent lapses, to renew it.
+                AcquireReply::Blocked(wait)
+                    if side == Side::Write && sent_mode == Mode::Acquire =>
+                {
+                    return Ok(Attempt::Held(Some(match u64::try_from(wait) {
+                        Ok(ms) => Duration::from_millis(ms).min(WRITE_INTENT / 3),
+                        Err(_) => WRITE_INTENT / 3,
+                    })));
+                }
                 AcquireReply::Blocked(wait) => return Ok(Attempt::held(wait)),
                 AcquireReply::UpgradeRefused => {
                     return Err(Error::UpgradeRefused {
@@ -570,7 +699,7 @@ impl RwLock {
         owner: OwnerId,
         lease: Duration,
         side: Side,
-        reenter: bool,
+        mode: Mode,
     ) -> Result<AcquireReply> {
         let (tx, rx) = oneshot::channel();
         let lock = self.clone();
@@ -583,14 +712,23 @@ impl RwLock {
                 .arg(owner.to_string())
                 .arg(millis(lease))
                 .arg(side.as_arg())
-                .arg(if reenter { "reenter" } else { "acquire" })
+                .arg(mode.as_arg())
+                .arg(millis(WRITE_INTENT))
                 .invoke_async(&mut conn)
                 .await;
-            if let Err(Ok(reply)) = tx.send(reply)
-                && reply.first() == Some(&1)
-                && let Err(e) = send_release(&lock, owner, side, rand::random()).await
-            {
-                tracing::debug!(lock = %lock.name, error = %e, "undoing an abandoned acquire failed");
+            if let Err(Ok(reply)) = tx.send(reply) {
+                let undone = match reply.first() {
+                    Some(1) => send_release(&lock, owner, side, rand::random())
+                        .await
+                        .map(drop),
+                    Some(0) if side == Side::Write && mode == Mode::Acquire => {
+                        send_withdraw(&lock, owner).await.map(drop)
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = undone {
+                    tracing::debug!(lock = %lock.name, error = %e, "undoing an abandoned acquire failed");
+                }
             }
         });
         let reply = rx

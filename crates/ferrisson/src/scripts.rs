@@ -44,6 +44,7 @@ scripts! {
     rwlock_release => "rwlock_release.lua",
     rwlock_renew => "rwlock_renew.lua",
     rwlock_force_release => "rwlock_force_release.lua",
+    rwlock_withdraw => "rwlock_withdraw.lua",
     redlock_extend => "redlock_extend.lua",
     semaphore_acquire => "semaphore_acquire.lua",
     semaphore_release => "semaphore_release.lua",

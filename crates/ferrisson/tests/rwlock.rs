@@ -264,6 +264,123 @@ async fn write_release_hands_the_lock_to_a_waiting_writer() -> anyhow::Result<()
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_writer_holds_new_readers_back() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let lock = client.rwlock("starve")?;
+    let writers = Client::connect(&server.url()).await?;
+    let readers = Client::connect(&server.url()).await?;
+    let first = lock.read().await?;
+    let writer = {
+        let lock = writers.rwlock("starve")?;
+        tokio::spawn(async move {
+            let guard = lock.write().await?;
+            anyhow::Ok((Instant::now(), guard))
+        })
+    };
+    let intent = eventually(Duration::from_secs(5), || async {
+        lock.inspect()
+            .await
+            .is_ok_and(|i| i.waiting_writers.len() == 1)
+    })
+    .await;
+    assert!(intent, "the waiting writer's intent is visible");
+    // A new reader queues behind the writer; one that already reads may re-enter.
+    let late = readers.rwlock("starve")?;
+    assert!(
+        tokio::spawn({
+            let late = late.clone();
+            async move { late.try_read().await }
+        })
+        .await??
+        .is_none()
+    );
+    let late_reader = tokio::spawn(async move {
+        let guard = late.read().await?;
+        anyhow::Ok((Instant::now(), guard))
+    });
+    let again = tokio::time::timeout(Duration::from_secs(5), lock.read()).await??;
+    assert_eq!(again.owner(), first.owner());
+    again.unlock().await?;
+    first.unlock().await?;
+    let (written_at, write) = tokio::time::timeout(Duration::from_secs(5), writer).await???;
+    assert!(
+        !late_reader.is_finished(),
+        "the late reader waits for the writer"
+    );
+    write.unlock().await?;
+    let (read_at, read) = tokio::time::timeout(Duration::from_secs(5), late_reader).await???;
+    assert!(written_at < read_at);
+    assert!(lock.inspect().await?.waiting_writers.is_empty());
+    read.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_writer_that_stops_waiting_lets_the_readers_behind_it_in() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let lock = client.rwlock("withdrawn")?;
+    let others = Client::connect(&server.url()).await?;
+    let first = lock.read().await?;
+    let writer = others.rwlock("withdrawn")?;
+    let gave_up =
+        tokio::spawn(async move { writer.write_timeout(Duration::from_millis(500)).await });
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            lock.inspect()
+                .await
+                .is_ok_and(|i| i.waiting_writers.len() == 1)
+        })
+        .await
+    );
+    let late = others.rwlock("withdrawn")?;
+    let late_reader = tokio::spawn(async move { late.read().await });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), gave_up)
+            .await???
+            .is_none()
+    );
+    // Withdrawing the intent wakes the readers it held back, long before the readers'
+    // 30 s leases would.
+    let read = tokio::time::timeout(Duration::from_secs(2), late_reader).await???;
+    let info = lock.inspect().await?;
+    assert_eq!((info.readers.len(), info.waiting_writers.len()), (2, 0));
+    read.unlock().await?;
+    first.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_intent_lapses_on_its_own() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let lock = client.rwlock("ghost")?;
+    // The intent of a writer that died while waiting: nobody renews or withdraws it.
+    let mut conn = raw(&server).await?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
+    let ghost = ferrisson::OwnerId::random();
+    let () = conn
+        .hset(
+            "{ghost}",
+            format!("i:{ghost}"),
+            secs * 1000 + micros / 1000 + 400,
+        )
+        .await?;
+    assert_eq!(lock.inspect().await?.waiting_writers, vec![ghost]);
+    assert!(
+        lock.try_read().await?.is_none(),
+        "a new reader queues behind the writer"
+    );
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(5), lock.read()).await??;
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "let in before the intent lapsed"
+    );
+    assert!(lock.inspect().await?.waiting_writers.is_empty());
+    read.unlock().await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_are_reentrant_in_one_task() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;

@@ -1,0 +1,11 @@
+-- Withdraws a waiting writer's intent (its wait was cancelled or timed out), letting the
+-- readers it held back in.
+-- KEYS[1]: the lock hash (layout in rwlock_acquire.lua)
+-- KEYS[2]: the channel read waiters listen on
+-- ARGV[1]: owner id of the writer that stops waiting
+-- Returns: 1 the intent was withdrawn; 0 there was none.
+if redis.call('HDEL', KEYS[1], 'i:' .. ARGV[1]) == 0 then
+  return 0
+end
+redis.call('PUBLISH', KEYS[2], 'all')
+return 1
