@@ -297,7 +297,8 @@ impl RwLock {
         Ok(self)
     }
 
-    /// Acquires the read lock, waiting while a writer holds it.
+    /// Acquires the read lock, waiting while another owner writes or waits to write (an
+    /// owner that already reads, or writes, gets it at once).
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
@@ -323,8 +324,8 @@ impl RwLock {
         Ok(RwLockReadGuard { held })
     }
 
-    /// Acquires the read lock if no other owner writes; `Ok(None)` otherwise. One round
-    /// trip.
+    /// Acquires the read lock if no other owner writes or waits to write; `Ok(None)`
+    /// otherwise. One round trip.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
@@ -403,8 +404,8 @@ impl RwLock {
         Ok(RwLockWriteGuard { held })
     }
 
-    /// Acquires the write lock if nobody else holds the lock; `Ok(None)` otherwise. One
-    /// round trip.
+    /// Acquires the write lock if nobody else holds the lock; `Ok(None)` otherwise, and
+    /// then it leaves no intent behind (readers are not held back). One round trip.
     ///
     /// ```no_run
     /// # async fn demo(lock: ferrisson::RwLock) -> ferrisson::Result<()> {
