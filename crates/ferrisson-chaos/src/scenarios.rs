@@ -524,6 +524,7 @@ async fn run_once(
             a.record(0, EventKind::AcquireInvoked);
             let pending = tokio::spawn(async move { lock.try_lock().await });
             pa.held_reply().await;
+            server_state(&direct, name, true).await?;
             // B waits for the lock while A's grant is stuck on the wire.
             let b_task = {
                 let (b, direct, resource, name) = (
@@ -574,6 +575,7 @@ async fn run_once(
             a.record(0, EventKind::AcquireInvoked);
             let pending = tokio::spawn(async move { lock.try_lock().await });
             pa.held_reply().await;
+            server_state(&direct, name, true).await?;
             pa.reset_all();
             pa.set_hold_replies(false);
             match pending.await? {
@@ -594,7 +596,15 @@ async fn run_once(
                     },
                 ),
             }
+            let started = Instant::now();
             if let Some(guard) = acquire(&b, 0, &direct, name, lease * 10).await? {
+                b.record(
+                    0,
+                    EventKind::Measure {
+                        name: "next_acquire_after_reset_ms".into(),
+                        millis: started.elapsed().as_millis() as u64,
+                    },
+                );
                 critical_section(&b, 0, guard, &resource, lease / 4).await;
             }
         }
@@ -609,6 +619,7 @@ async fn run_once(
                 a.record(0, EventKind::ReleaseInvoked);
                 let pending = tokio::spawn(async move { outcome(guard.unlock().await) });
                 pa.held_reply().await;
+                server_state(&direct, name, false).await?;
                 pa.reset_all();
                 pa.set_hold_replies(false);
                 // B takes the lock as soon as the release ran on the server.
@@ -671,6 +682,24 @@ async fn run_once(
         }
     }
     keys_left(&a, &direct, name, lease).await
+}
+
+/// Waits until the server shows the lock held (`true`) or free (`false`): the request
+/// whose reply is being held back has run. Replies on the direct client are not held.
+async fn server_state(direct: &Client, name: &str, locked: bool) -> anyhow::Result<()> {
+    let lock = direct.lock(name)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while lock.is_locked().await? != locked {
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the server never showed the lock {}",
+                if locked { "held" } else { "free" }
+            );
+        }
+        // Nothing to await: the server publishes no event for an acquire.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
 }
 
 fn rec_belief(rec: &Recorder, guard: &LockGuard) {
