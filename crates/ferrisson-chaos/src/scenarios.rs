@@ -879,7 +879,7 @@ async fn holder_killed(
 ) -> anyhow::Result<()> {
     let (a, b) = (history.recorder(0), history.recorder(1));
     a.record(0, EventKind::AcquireInvoked);
-    let mut holder = spawn_holder(config, &env.server.url(), name, history)?;
+    let holder = spawn_holder(config, &env.server.url(), name, history)?;
     a.record(
         0,
         EventKind::AcquireOk {
@@ -939,12 +939,12 @@ async fn holder_paused(
     let mut stdin = holder.child.stdin.take().context("piped")?;
     std::io::Write::write_all(&mut stdin, b"go\n")?;
     let lines = holder.lines;
-    let mut next = move || -> anyhow::Result<(String, std::sync::mpsc::Receiver<String>)> {
+    let next = move || -> anyhow::Result<(String, std::sync::mpsc::Receiver<String>)> {
         let line = lines.recv_timeout(Duration::from_secs(30))?;
         Ok((line, lines))
     };
     // holder-belief HELD DEADLINE_MONOTONIC_NANOS
-    let (line, rest) = tokio::task::spawn_blocking(move || next()).await??;
+    let (line, rest) = tokio::task::spawn_blocking(next).await??;
     let mut parts = line.split_whitespace().skip(1);
     let held = parts.next() == Some("true");
     let deadline_mono = Duration::from_nanos(parts.next().context("deadline")?.parse()?);
