@@ -8,6 +8,16 @@
 -- Returns: {1, fencing token, hold count} when acquired or re-entered;
 --          {0, holder's remaining ttl in ms (-1: no expiry)} when another owner holds it;
 --          {2} in 'reenter' mode when this owner no longer holds it.
+-- The free-lock path comes first and costs four calls: it is the one that must be fast.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if ARGV[3] == 'reenter' then
+    return {2}
+  end
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, token, 1}
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -15,11 +25,5 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
 end
 if ARGV[3] == 'reenter' then
   return {2}
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, token, 1}
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -7,19 +7,20 @@
 -- Returns: 1 released (key deleted, release published); 2 one hold released, others remain;
 --          3 this release id was already applied; 0 no such lock (lease expired);
 --          -1 held by another owner.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
-end
 local marker = 'r:' .. ARGV[3]
-if redis.call('HEXISTS', KEYS[1], marker) == 1 then
+local found = redis.call('HMGET', KEYS[1], ARGV[1], marker)
+if found[2] then
   return 3
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+if not found[1] then
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return 0
+  end
   return -1
 end
-local count = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+local count = tonumber(found[1]) - 1
 if count > 0 then
-  redis.call('HSET', KEYS[1], marker, 1)
+  redis.call('HSET', KEYS[1], ARGV[1], count, marker, 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 2
 end
