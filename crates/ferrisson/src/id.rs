@@ -620,6 +620,9 @@ impl IdGeneratorBuilder {
     /// Batched mode with blocks of `min` to `max` sequence numbers (checked by
     /// [`build`](IdGeneratorBuilder::build): `1 <= min <= max <= MAX_BLOCK`). A block
     /// doubles when the last one lasted under 50 ms and halves when it lasted over 10 s.
+    ///
+    /// A restart or midnight leaves the rest of a block (at most two blocks) unused, and
+    /// a batched generator keeps a small state per prefix it has served, for its life.
     pub fn block_size(mut self, min: u32, max: u32) -> Self {
         self.blocks = Some((min, max));
         self
