@@ -75,10 +75,6 @@ pub use fair_lock::{DEFAULT_WAITER_KEEPALIVE, FairLock, FairLockGuard, FairLockI
 pub use fence::{FencedWrite, FencingToken};
 pub use id::{
     DEFAULT_MAX_BLOCK, DEFAULT_MIN_BLOCK, DecodedId, ID_EPOCH_UNIX_SECONDS, IdGenerator,
-    IdGeneratorBuilder, MAX_BLOCK, MAX_ID_PREFIX_LEN, MAX_ID_SECONDS,
-};
-pub use id::{
-    DEFAULT_MAX_BLOCK, DEFAULT_MIN_BLOCK, DecodedId, ID_EPOCH_UNIX_SECONDS, IdGenerator,
     IdGeneratorBuilder, MAX_BLOCK, MAX_ID_PREFIX_LEN, MAX_ID_SECONDS, MAX_IDS_PER_CALL,
 };
 pub use keys::MAX_NAME_LEN;
