@@ -19,6 +19,7 @@ use crate::holds::Hold;
 use crate::keys::Keys;
 use crate::lease::{Lease, millis, validate_lease};
 use crate::owner::{OwnerId, TaskKey};
+use crate::release::{Released, release_id_arg, release_with_retry};
 use crate::scripts::SCRIPTS;
 
 /// Default keep-alive of a fair lock's waiter entry: a waiter that dies blocks the queue
@@ -31,9 +32,6 @@ pub const DEFAULT_WAITER_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// Shortest accepted waiter keep-alive: a waiter refreshes its entry every third of it.
 const MIN_WAITER_KEEPALIVE: Duration = Duration::from_millis(30);
-
-/// How often an unlock whose reply was lost is sent again.
-const RELEASE_ATTEMPTS: u32 = 3;
 
 impl Client {
     /// A handle to the fair lock called `name` (no Redis traffic until used).
@@ -700,16 +698,6 @@ async fn send_cancel(lock: &FairLock, owner: OwnerId) -> Result<bool> {
     Ok(removed == 1)
 }
 
-/// Outcome of the release script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Released {
-    Freed,
-    StillHeld,
-    AlreadyApplied,
-    Expired,
-    OtherOwner,
-}
-
 async fn send_release(
     lock: &FairLock,
     owner: OwnerId,
@@ -725,50 +713,18 @@ async fn send_release(
         .key(lock.channel_prefix())
         .arg(owner.to_string())
         .arg(millis(lease))
-        .arg(format!("{release_id:016x}"))
+        .arg(release_id_arg(release_id))
         .invoke_async(&mut conn)
         .await?;
-    match code {
-        1 => Ok(Released::Freed),
-        2 => Ok(Released::StillHeld),
-        3 => Ok(Released::AlreadyApplied),
-        0 => Ok(Released::Expired),
-        -1 => Ok(Released::OtherOwner),
-        other => Err(Error::Protocol(format!(
-            "fair lock release returned {other}"
-        ))),
-    }
+    Released::from_code(code, "fair lock release")
 }
 
-/// Releases one hold, retrying when the reply was lost; the release id keeps a retry
-/// from releasing twice.
+/// Releases one hold, retrying when the reply was lost, never twice.
 async fn release_hold(lock: &FairLock, hold: &Hold, lease: Duration) -> Result<()> {
-    let release_id: u64 = rand::random();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match send_release(lock, hold.owner, lease, release_id).await {
-            Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
-            // After a lost reply, "gone" or "someone else's" most likely means the first
-            // try went through; the holder learns of a real loss from `lost()`.
-            Ok(Released::Expired | Released::OtherOwner) if attempt > 1 => return Ok(()),
-            Ok(Released::Expired) => {
-                return Err(Error::LeaseExpired {
-                    name: hold.name.clone(),
-                });
-            }
-            Ok(Released::OtherOwner) => {
-                return Err(Error::NotOwner {
-                    name: hold.name.clone(),
-                });
-            }
-            Err(e) if e.is_connection_error() && attempt < RELEASE_ATTEMPTS => {
-                tracing::debug!(lock = %hold.name, error = %e, "release failed; retrying");
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    release_with_retry(&hold.name, |release_id| {
+        send_release(lock, hold.owner, lease, release_id)
+    })
+    .await
 }
 
 /// Proof of holding a [`FairLock`]; releases one hold when unlocked or dropped, and the
@@ -863,11 +819,7 @@ impl FairLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn remaining(&self) -> Duration {
-        let v = self.hold.validity();
-        if v.lost {
-            return Duration::ZERO;
-        }
-        v.deadline.saturating_duration_since(Instant::now())
+        self.hold.remaining()
     }
 
     /// Resolves when the lock is no longer held: the watchdog found it gone or taken, or

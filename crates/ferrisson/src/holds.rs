@@ -90,6 +90,15 @@ impl Hold {
         !v.lost && Instant::now() < v.deadline
     }
 
+    /// How long the hold stays valid without another renewal (zero once lost).
+    pub(crate) fn remaining(&self) -> Duration {
+        let v = *self.validity.borrow();
+        if v.lost {
+            return Duration::ZERO;
+        }
+        v.deadline.saturating_duration_since(Instant::now())
+    }
+
     pub(crate) fn validity(&self) -> Validity {
         *self.validity.borrow()
     }

@@ -60,6 +60,7 @@ mod multi_lock;
 mod owner;
 mod pubsub;
 mod redlock;
+mod release;
 mod rwlock;
 mod scripts;
 mod semaphore;

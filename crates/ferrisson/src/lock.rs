@@ -17,10 +17,8 @@ use crate::holds::Hold;
 use crate::keys::Keys;
 use crate::lease::{Lease, millis};
 use crate::owner::{OwnerId, TaskKey};
+use crate::release::{Released, release_id_arg, release_with_retry};
 use crate::scripts::SCRIPTS;
-
-/// How often an unlock whose reply was lost is sent again.
-const RELEASE_ATTEMPTS: u32 = 3;
 
 impl Client {
     /// A handle to the reentrant lock called `name` (no Redis traffic until used).
@@ -404,16 +402,6 @@ impl Drop for AbandonOnDrop<'_> {
     }
 }
 
-/// Outcome of the release script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Released {
-    Freed,
-    StillHeld,
-    AlreadyApplied,
-    Expired,
-    OtherOwner,
-}
-
 /// Releases one hold with a fresh release id (used to undo an orphaned acquire).
 async fn release_once(
     client: &Client,
@@ -440,27 +428,16 @@ async fn send_release(
         .key(channel)
         .arg(owner.to_string())
         .arg(millis(lease))
-        .arg(format!("{release_id:016x}"))
+        .arg(release_id_arg(release_id))
         .invoke_async(&mut conn)
         .await?;
-    match code {
-        1 => Ok(Released::Freed),
-        2 => Ok(Released::StillHeld),
-        3 => Ok(Released::AlreadyApplied),
-        0 => Ok(Released::Expired),
-        -1 => Ok(Released::OtherOwner),
-        other => Err(Error::Protocol(format!("lock release returned {other}"))),
-    }
+    Released::from_code(code, "lock release")
 }
 
-/// Releases one hold, retrying when the reply was lost. A retry never releases twice:
-/// the release id makes the script skip a release it already applied.
+/// Releases one hold, retrying when the reply was lost, never twice.
 async fn release_hold(client: &Client, hold: &Hold, lease: Duration) -> Result<()> {
-    let release_id: u64 = rand::random();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match send_release(
+    release_with_retry(&hold.name, |release_id| {
+        send_release(
             client,
             &hold.key,
             &hold.channel,
@@ -468,29 +445,8 @@ async fn release_hold(client: &Client, hold: &Hold, lease: Duration) -> Result<(
             lease,
             release_id,
         )
-        .await
-        {
-            Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
-            // After a lost reply, "gone" or "someone else's" most likely means the first
-            // try went through; the holder learns of a real loss from `lost()`.
-            Ok(Released::Expired | Released::OtherOwner) if attempt > 1 => return Ok(()),
-            Ok(Released::Expired) => {
-                return Err(Error::LeaseExpired {
-                    name: hold.name.clone(),
-                });
-            }
-            Ok(Released::OtherOwner) => {
-                return Err(Error::NotOwner {
-                    name: hold.name.clone(),
-                });
-            }
-            Err(e) if e.is_connection_error() && attempt < RELEASE_ATTEMPTS => {
-                tracing::debug!(lock = %hold.name, error = %e, "release failed; retrying");
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    })
+    .await
 }
 
 /// Proof of holding a [`Lock`]; releases one hold when unlocked or dropped.
@@ -552,11 +508,7 @@ impl LockGuard {
 
     /// How long the hold stays valid without another renewal (zero once lost).
     pub fn remaining(&self) -> Duration {
-        let v = self.hold.validity();
-        if v.lost {
-            return Duration::ZERO;
-        }
-        v.deadline.saturating_duration_since(Instant::now())
+        self.hold.remaining()
     }
 
     /// Resolves when the lock is no longer held: the watchdog found it gone or taken, or

@@ -17,10 +17,9 @@ use crate::holds::{Hold, Renewal};
 use crate::keys::Keys;
 use crate::lease::{Lease, millis};
 use crate::owner::{OwnerId, TaskKey};
+use crate::release::{Released, release_id_arg, release_with_retry};
 use crate::scripts::SCRIPTS;
 
-/// How often an unlock whose reply was lost is sent again.
-const RELEASE_ATTEMPTS: u32 = 3;
 /// How long Redis remembers an applied release id: longer than any retry takes.
 const RELEASE_MEMORY: Duration = Duration::from_secs(60);
 /// How long a waiting writer's intent holds new readers back without a refresh: a writer
@@ -750,16 +749,6 @@ impl RwLock {
     }
 }
 
-/// Outcome of the release script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Released {
-    Freed,
-    StillHeld,
-    AlreadyApplied,
-    Expired,
-    NotHeld,
-}
-
 async fn send_release(
     lock: &RwLock,
     owner: OwnerId,
@@ -774,20 +763,11 @@ async fn send_release(
         .key(lock.channel(Side::Write))
         .arg(owner.to_string())
         .arg(side.as_arg())
-        .arg(format!("{release_id:016x}"))
+        .arg(release_id_arg(release_id))
         .arg(millis(RELEASE_MEMORY))
         .invoke_async(&mut conn)
         .await?;
-    match code {
-        1 => Ok(Released::Freed),
-        2 => Ok(Released::StillHeld),
-        3 => Ok(Released::AlreadyApplied),
-        0 => Ok(Released::Expired),
-        -1 => Ok(Released::NotHeld),
-        other => Err(Error::Protocol(format!(
-            "read-write lock release returned {other}"
-        ))),
-    }
+    Released::from_code(code, "read-write lock release")
 }
 
 /// One read or write hold of a guard; both guard types wrap it.
@@ -800,11 +780,7 @@ struct HeldSide {
 
 impl HeldSide {
     fn remaining(&self) -> Duration {
-        let v = self.hold.validity();
-        if v.lost {
-            return Duration::ZERO;
-        }
-        v.deadline.saturating_duration_since(Instant::now())
+        self.hold.remaining()
     }
 
     async fn unlock(mut self) -> Result<()> {
@@ -820,35 +796,12 @@ impl HeldSide {
     }
 }
 
-/// Releases one hold, retrying when the reply was lost; the release id keeps a retry
-/// from releasing twice.
+/// Releases one hold, retrying when the reply was lost, never twice.
 async fn release(lock: &RwLock, hold: &Hold, side: Side) -> Result<()> {
-    let release_id: u64 = rand::random();
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match send_release(lock, hold.owner, side, release_id).await {
-            Ok(Released::Freed | Released::StillHeld | Released::AlreadyApplied) => return Ok(()),
-            // After a lost reply, "gone" most likely means the first try went through;
-            // the holder learns of a real loss from `lost()`.
-            Ok(Released::Expired | Released::NotHeld) if attempt > 1 => return Ok(()),
-            Ok(Released::Expired) => {
-                return Err(Error::LeaseExpired {
-                    name: hold.name.clone(),
-                });
-            }
-            Ok(Released::NotHeld) => {
-                return Err(Error::NotOwner {
-                    name: hold.name.clone(),
-                });
-            }
-            Err(e) if e.is_connection_error() && attempt < RELEASE_ATTEMPTS => {
-                tracing::debug!(lock = %hold.name, error = %e, "release failed; retrying");
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    release_with_retry(&hold.name, |release_id| {
+        send_release(lock, hold.owner, side, release_id)
+    })
+    .await
 }
 
 impl Drop for HeldSide {
