@@ -254,6 +254,13 @@ impl Lock {
                 }
                 AcquireReply::Acquired { token, count } => {
                     let deadline = sent_at + lease;
+                    if count == 1
+                        && let Some(stale) = &existing
+                    {
+                        // Redis started a new hold under an explicit owner whose old one
+                        // was lost (expired or force-unlocked): a new hold, a new token.
+                        stale.mark_lost();
+                    }
                     let hold = match existing {
                         Some(hold) if count > 1 && holds.reattach(&hold) => {
                             hold.extend(deadline);

@@ -563,3 +563,22 @@ fn futures_and_guards_are_send_and_sync() {
     });
     let _ = Arc::new(());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_owner_after_force_unlock_gets_a_new_hold_and_token() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let owner = OwnerId::random();
+    let lock = client.lock("forced")?.with_owner(owner);
+    let old = lock.lock().await?;
+    assert!(lock.force_unlock().await?);
+    let new = lock.lock().await?;
+    assert!(new.fencing_token() > old.fencing_token());
+    assert!(
+        !old.is_held(),
+        "the old hold was lost when Redis started a new one"
+    );
+    assert!(new.is_held());
+    assert_eq!(lock.hold_count().await?, 1);
+    new.unlock().await?;
+    Ok(())
+}
