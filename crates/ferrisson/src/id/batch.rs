@@ -1,9 +1,9 @@
 //! Batched mode: blocks of sequence numbers reserved with one `INCRBY`, handed out
 //! locally.
 //!
-//! Per prefix, one [`Slot`] under a std mutex holds the reserved numbers of the current
-//! day (`stock`), the callers waiting for a block (`waiters`) and the reservations in
-//! flight. Every id is assigned under that mutex as `(seconds, sequence)` with
+//! Per prefix, one [`State`] (all of them under one std mutex) holds the reserved numbers
+//! of the current day (`stock`), the callers waiting for a block (`waiters`) and the
+//! reservations in flight. Every id is assigned under that mutex as `(seconds, sequence)` with
 //! `seconds = max(clock, seconds of the last id)` and the sequence taken from the stock of
 //! `seconds`' own day, skipping numbers that would not make the id larger than the last
 //! one. So ids of one generator increase, and a block reserved yesterday, or one that
@@ -16,7 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -32,7 +32,10 @@ const SHRINK_ABOVE: Duration = Duration::from_secs(10);
 pub(super) struct Batcher {
     min_block: u64,
     max_block: u64,
-    slots: RwLock<HashMap<Box<str>, Arc<Slot>>>,
+    /// One mutex over every prefix's state: the hot path takes exactly one lock (a
+    /// read-write lock over the map plus a mutex per prefix cost twice the atomic
+    /// traffic, and the reader count was the most contended line).
+    slots: Mutex<HashMap<Box<str>, State>>,
 }
 
 impl fmt::Debug for Batcher {
@@ -56,11 +59,6 @@ enum Step {
 }
 
 /// The batched state of one prefix.
-struct Slot {
-    prefix: Box<str>,
-    state: Mutex<State>,
-}
-
 struct State {
     /// The largest id handed out for this prefix (0: none yet).
     last: i64,
@@ -102,40 +100,26 @@ impl Batcher {
         Self {
             min_block: u64::from(min_block),
             max_block: u64::from(max_block),
-            slots: RwLock::default(),
+            slots: Mutex::default(),
         }
     }
 
     pub(super) async fn next_id(&self, inner: &Arc<Inner>, prefix: &str) -> Result<i64> {
         let seconds = inner.seconds()?;
-        // The common case, a number in stock, runs under the read guard without touching
-        // the slot's reference count: one map lookup and one mutex per id.
-        let (slot, step) = {
-            let slots = read(&self.slots);
-            match slots.get(prefix) {
-                Some(slot) => match self.take(inner, slot, seconds) {
-                    Step::Ready(id) => return Ok(id),
-                    Step::Failed(e) => return Err(e),
-                    step => (Arc::clone(slot), step),
-                },
-                None => {
-                    drop(slots);
-                    let slot = self.insert_slot(prefix)?;
-                    let step = self.take(inner, &slot, seconds);
-                    (slot, step)
-                }
-            }
+        let step = {
+            let mut slots = self.lock();
+            self.step(inner, &mut slots, prefix, seconds)?
         };
         match step {
             Step::Ready(id) => Ok(id),
             Step::Failed(e) => Err(e),
             Step::Prefetch(id, reservation) => {
-                spawn_reservation(Arc::clone(inner), slot, reservation);
+                spawn_reservation(Arc::clone(inner), prefix, reservation);
                 Ok(id)
             }
             Step::Wait(waiting, reservation) => {
                 if let Some(reservation) = reservation {
-                    spawn_reservation(Arc::clone(inner), slot, reservation);
+                    spawn_reservation(Arc::clone(inner), prefix, reservation);
                 }
                 waiting.await.map_err(|_| {
                     Error::Protocol("id reservation task ended without an answer".into())
@@ -144,9 +128,26 @@ impl Batcher {
         }
     }
 
+    /// The state of `prefix` (checked and created on first use), then [`Batcher::take`].
+    fn step(
+        &self,
+        inner: &Inner,
+        slots: &mut HashMap<Box<str>, State>,
+        prefix: &str,
+        seconds: i64,
+    ) -> Result<Step> {
+        if let Some(state) = slots.get_mut(prefix) {
+            return Ok(self.take(inner, prefix, state, seconds));
+        }
+        validate_prefix(prefix)?;
+        let state = slots
+            .entry(prefix.into())
+            .or_insert_with(|| State::new(self.min_block));
+        Ok(self.take(inner, prefix, state, seconds))
+    }
+
     /// Hands out a number from stock, or queues the caller.
-    fn take(&self, inner: &Inner, slot: &Slot, seconds: i64) -> Step {
-        let mut state = slot.lock();
+    fn take(&self, inner: &Inner, prefix: &str, state: &mut State, seconds: i64) -> Step {
         let seconds = seconds.max(seconds_of(state.last));
         let day = day_of(seconds);
         state.roll_to(day);
@@ -162,7 +163,7 @@ impl Batcher {
         }
         if state.exhausted_day == Some(day) {
             return Step::Failed(Error::SequenceExhausted {
-                key: inner.day_key(&slot.prefix, day).to_string(),
+                key: inner.day_key(prefix, day).to_string(),
             });
         }
         let (tx, rx) = oneshot::channel();
@@ -170,38 +171,9 @@ impl Batcher {
         Step::Wait(rx, state.cover_waiters(self))
     }
 
-    fn insert_slot(&self, prefix: &str) -> Result<Arc<Slot>> {
-        validate_prefix(prefix)?;
-        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
-        let slot = slots.entry(prefix.into()).or_insert_with(|| {
-            Arc::new(Slot {
-                prefix: prefix.into(),
-                state: Mutex::new(State {
-                    last: 0,
-                    day: 0,
-                    stock: VecDeque::new(),
-                    available: 0,
-                    waiters: VecDeque::new(),
-                    in_flight: Vec::new(),
-                    next_reservation: 0,
-                    block: self.min_block,
-                    last_request: None,
-                    exhausted_day: None,
-                }),
-            })
-        });
-        Ok(Arc::clone(slot))
-    }
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Slot {
     /// Nothing under this mutex can panic, so a poisoned one still holds a sound state.
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, State>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -210,6 +182,21 @@ fn seconds_of(id: i64) -> i64 {
 }
 
 impl State {
+    fn new(block: u64) -> Self {
+        Self {
+            last: 0,
+            day: 0,
+            stock: VecDeque::new(),
+            available: 0,
+            waiters: VecDeque::new(),
+            in_flight: Vec::new(),
+            next_reservation: 0,
+            block,
+            last_request: None,
+            exhausted_day: None,
+        }
+    }
+
     /// Makes `day` the current day; the stock of another day is thrown away.
     fn roll_to(&mut self, day: i64) {
         if day != self.day {
@@ -394,24 +381,26 @@ impl State {
 
 /// Sends `reservation`'s `INCRBY` on a task of its own, so that a caller that goes away
 /// cannot strand the callers queued behind it, then hands the block out.
-fn spawn_reservation(inner: Arc<Inner>, slot: Arc<Slot>, reservation: Reservation) {
+fn spawn_reservation(inner: Arc<Inner>, prefix: &str, reservation: Reservation) {
+    let prefix: Box<str> = prefix.into();
     tokio::spawn(async move {
         let Some(batcher) = inner.batcher.as_ref() else {
             return;
         };
         let mut reservation = reservation;
         loop {
-            let key = inner.day_key(&slot.prefix, reservation.day);
+            let key = inner.day_key(&prefix, reservation.day);
             let reply: redis::RedisResult<i64> = redis::cmd("INCRBY")
                 .arg(&key)
                 .arg(reservation.size)
                 .query_async(&mut inner.client.conn())
                 .await;
             let clock = inner.clock_seconds();
-            let key_of = |day| inner.day_key(&slot.prefix, day).to_string();
-            let next = slot
+            let key_of = |day| inner.day_key(&prefix, day).to_string();
+            let next = batcher
                 .lock()
-                .complete(batcher, reservation, reply, clock, &key_of);
+                .get_mut(&*prefix)
+                .and_then(|state| state.complete(batcher, reservation, reply, clock, &key_of));
             match next {
                 Some(next) => reservation = next,
                 None => return,
