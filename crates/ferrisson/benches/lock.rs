@@ -324,11 +324,24 @@ async fn commands_while_waiting(
             async move { lock.lock().await?.unlock().await },
         ));
     }
+    // Every waiter's client subscribed, and its attempts done (a waiter tries once more
+    // right after subscribing): the window then sees only what waiting costs.
+    let channel = "{m3}:released";
     let deadline = Instant::now() + Duration::from_secs(10);
-    while clients[1..].iter().any(|c| c.stats().waiting_channels == 0) {
+    loop {
+        let (_, subscribed): (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query_async(info)
+            .await?;
+        let joined = clients[1..].iter().all(|c| c.stats().waiting_channels == 1);
+        if joined && subscribed == clients.len() - 1 {
+            break;
+        }
         anyhow::ensure!(Instant::now() < deadline, "waiters never subscribed");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let before = commands_processed(info).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = commands_processed(info).await?;
