@@ -61,30 +61,46 @@ async fn run(config: &Config) -> anyhow::Result<()> {
     let cad = redis::Script::new(CAD);
 
     // M1: alternate floor and lock in rounds so drift in machine load hits both alike.
+    // Redis's own time per pair (commandstats), to tell server work from client work.
     let (mut floor, mut lock, mut simple) = (Vec::new(), Vec::new(), Vec::new());
+    let mut server_us = [0.0_f64; 3];
     for _ in 0..config.rounds {
+        let before = server_usec(&mut raw).await?;
         floor.extend(m1_floor(&mut raw, &cad, config.m1_iterations).await?);
+        let after_floor = server_usec(&mut raw).await?;
         lock.extend(m1_lock(&client, config.m1_iterations).await?);
+        let after_lock = server_usec(&mut raw).await?;
         simple.extend(m1_simple(&client, config.m1_iterations).await?);
+        let after_simple = server_usec(&mut raw).await?;
+        for (slot, (from, to)) in server_us.iter_mut().zip([
+            (before, after_floor),
+            (after_floor, after_lock),
+            (after_lock, after_simple),
+        ]) {
+            *slot += (to - from) / (config.m1_iterations * config.rounds) as f64;
+        }
     }
     let (fp50, fp99) = percentiles(&mut floor);
     println!(
         "## M1 uncontended lock+unlock ({} pairs each)\n",
         floor.len()
     );
-    println!("| | p50 | p99 | p50 / floor | p99 / floor |\n|---|---:|---:|---:|---:|");
     println!(
-        "| raw floor (SET NX PX + CAD script) | {} | {} | 1.00 | 1.00 |",
-        us(fp50),
-        us(fp99)
+        "| | p50 | p99 | p50 / floor | p99 / floor | Redis time per pair |\n|---|---:|---:|---:|---:|---:|"
     );
-    for (name, samples) in [
-        ("`Lock` (watchdog)", &mut lock),
-        ("`SimpleLock`", &mut simple),
+    println!(
+        "| raw floor (SET NX PX + CAD script) | {} | {} | 1.00 | 1.00 | {:.1} µs |",
+        us(fp50),
+        us(fp99),
+        server_us[0]
+    );
+    for (name, samples, server) in [
+        ("`Lock` (watchdog)", &mut lock, server_us[1]),
+        ("`SimpleLock`", &mut simple, server_us[2]),
     ] {
         let (p50, p99) = percentiles(samples);
         println!(
-            "| {name} | {} | {} | {:.2} | {:.2} |",
+            "| {name} | {} | {} | {:.2} | {:.2} | {server:.1} µs |",
             us(p50),
             us(p99),
             ratio(p50, fp50),
@@ -325,7 +341,7 @@ async fn commands_while_waiting(
         ));
     }
     // Every waiter's client subscribed, and its attempts done (a waiter tries once more
-    // right after subscribing): the window then sees only what waiting costs.
+    // right after subscribing)...
     let channel = "{m3}:released";
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -341,7 +357,9 @@ async fn commands_while_waiting(
         anyhow::ensure!(Instant::now() < deadline, "waiters never subscribed");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ...and the holder's own subscription from the hand-off phase has lingered out
+    // (500 ms), so its UNSUBSCRIBE does not land in the window.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let before = commands_processed(info).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = commands_processed(info).await?;
@@ -369,6 +387,26 @@ async fn commands_processed(conn: &mut MultiplexedConnection) -> anyhow::Result<
     Ok(["evalsha", "subscribe", "unsubscribe", "info"]
         .iter()
         .map(|c| calls(c))
+        .sum())
+}
+
+/// Microseconds Redis spent executing commands so far (all commands, scripts included).
+async fn server_usec(conn: &mut MultiplexedConnection) -> anyhow::Result<f64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
+        .filter_map(|l| {
+            l.split("usec=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
         .sum())
 }
 
