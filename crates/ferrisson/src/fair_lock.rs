@@ -18,6 +18,7 @@ use crate::fence::FencingToken;
 use crate::holds::Hold;
 use crate::keys::Keys;
 use crate::lease::{Lease, millis, validate_lease};
+use crate::lock::parse_lock_hash;
 use crate::owner::{OwnerId, TaskKey};
 use crate::release::{Released, release_id_arg, release_with_retry};
 use crate::scripts::SCRIPTS;
@@ -421,23 +422,14 @@ impl FairLock {
             .await?;
         let now_ms = time.0 * 1000 + time.1 / 1000;
         let deadlines: HashMap<String, f64> = deadlines.into_iter().collect();
+        let (holder, hold_count, fencing_token) = parse_lock_hash(fields)?;
         let mut info = FairLockInfo {
-            holder: None,
-            hold_count: 0,
-            fencing_token: None,
+            holder,
+            hold_count,
+            fencing_token,
             ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
             waiters: Vec::with_capacity(queue.len()),
         };
-        for (field, value) in fields {
-            if field == "fence" {
-                info.fencing_token = value.parse().ok().map(FencingToken::new);
-            } else if let Ok(owner) = field.parse::<OwnerId>() {
-                info.holder = Some(owner);
-                info.hold_count = value
-                    .parse()
-                    .map_err(|_| Error::Protocol(format!("fair lock hold count {value:?}")))?;
-            }
-        }
         for member in queue {
             let Some(&deadline) = deadlines.get(&member) else {
                 continue;

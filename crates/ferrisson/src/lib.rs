@@ -81,7 +81,7 @@ pub use id::{
 pub use keys::MAX_NAME_LEN;
 pub use latch::{CountDownLatch, DEFAULT_LATCH_RECHECK, LatchInfo};
 pub use lease::Lease;
-pub use lock::{Lock, LockGuard};
+pub use lock::{Lock, LockGuard, LockInfo};
 pub use multi_lock::{MULTI_LOCK_BUDGET_PER_LOCK, MultiLock, MultiLockGuard, MultiLockMemberState};
 pub use owner::OwnerId;
 pub use redlock::{

@@ -82,6 +82,39 @@ impl fmt::Debug for Lock {
     }
 }
 
+/// A snapshot of a [`Lock`], from [`Lock::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The owner holding the lock, if any.
+    pub holder: Option<OwnerId>,
+    /// How many holds the holder has (re-entries count); 0 when free.
+    pub hold_count: u32,
+    /// The holder's fencing token.
+    pub fencing_token: Option<FencingToken>,
+    /// The lock's remaining time to live; `None` when free.
+    pub ttl: Option<Duration>,
+}
+
+/// Reads a lock hash `{<owner>: hold count, fence: token, r:<id>: 1}` (the layout of
+/// `Lock` and `FairLock`): holder, hold count and fencing token.
+pub(crate) fn parse_lock_hash(
+    fields: Vec<(String, String)>,
+) -> Result<(Option<OwnerId>, u32, Option<FencingToken>)> {
+    let (mut holder, mut count, mut token) = (None, 0, None);
+    for (field, value) in fields {
+        if field == "fence" {
+            token = value.parse().ok().map(FencingToken::new);
+        } else if let Ok(owner) = field.parse::<OwnerId>() {
+            holder = Some(owner);
+            count = value
+                .parse()
+                .map_err(|_| Error::Protocol(format!("lock hold count {value:?}")))?;
+        }
+    }
+    Ok((holder, count, token))
+}
+
 /// What the acquire script answered.
 enum AcquireReply {
     Acquired { token: u64, count: i64 },
@@ -196,6 +229,39 @@ impl Lock {
         let mut conn = self.client.conn();
         let pttl: i64 = conn.pttl(self.keys.main()).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Who holds the lock now, how often, with which token, for how long (read-only; one
+    /// round trip).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: ferrisson::Lock) -> ferrisson::Result<()> {
+    /// let info = lock.inspect().await?;
+    /// if let Some(holder) = info.holder {
+    ///     println!("held by {holder} ({} holds), ttl {:?}", info.hold_count, info.ttl);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// holds something other than a ferrisson lock.
+    pub async fn inspect(&self) -> Result<LockInfo> {
+        let mut conn = self.client.conn();
+        let (fields, pttl): (Vec<(String, String)>, i64) = redis::pipe()
+            .atomic()
+            .hgetall(self.keys.main())
+            .pttl(self.keys.main())
+            .query_async(&mut conn)
+            .await?;
+        let (holder, hold_count, fencing_token) = parse_lock_hash(fields)?;
+        Ok(LockInfo {
+            holder,
+            hold_count,
+            fencing_token,
+            ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        })
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters. The holder's guards see

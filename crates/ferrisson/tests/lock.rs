@@ -582,3 +582,22 @@ async fn explicit_owner_after_force_unlock_gets_a_new_hold_and_token() -> anyhow
     new.unlock().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_holder_count_token_and_ttl() -> anyhow::Result<()> {
+    let (_server, client) = server_and_client().await?;
+    let lock = client.lock("inspected")?;
+    let free = lock.inspect().await?;
+    assert_eq!((free.holder, free.hold_count, free.ttl), (None, 0, None));
+    let outer = lock.lock().await?;
+    let inner = lock.lock().await?;
+    inner.unlock().await?; // leaves a release marker in the hash, which is not a holder
+    let info = lock.inspect().await?;
+    assert_eq!(info.holder, Some(outer.owner()));
+    assert_eq!(info.hold_count, 1);
+    assert_eq!(info.fencing_token, Some(outer.fencing_token()));
+    assert!(info.ttl.is_some_and(|ttl| ttl <= client.watchdog_lease()));
+    outer.unlock().await?;
+    assert_eq!(lock.inspect().await?.holder, None);
+    Ok(())
+}
