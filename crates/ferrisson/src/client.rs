@@ -262,13 +262,14 @@ impl ClientBuilder {
 /// Locks are keys with a TTL: a server that evicts such keys under memory pressure can
 /// drop a held lock. Only `noeviction` keeps them.
 async fn warn_if_keys_may_be_evicted(conn: &mut ConnectionManager) {
-    let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+    // RESP3 answers CONFIG GET with a map; an ACL may forbid CONFIG (then stay silent).
+    let reply: redis::RedisResult<std::collections::HashMap<String, String>> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
         .query_async(conn)
         .await;
-    if let Ok(pair) = reply
-        && let Some(policy) = pair.get(1)
+    if let Ok(config) = reply
+        && let Some(policy) = config.get("maxmemory-policy")
         && policy != "noeviction"
     {
         tracing::warn!(

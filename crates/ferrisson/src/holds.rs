@@ -165,11 +165,18 @@ impl Hold {
         self.guards.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
+    /// First renewal a third of the lease after the acquire was *sent* (its deadline
+    /// counts from then too), not after its reply arrived: on a slow link the reply can
+    /// take a large part of the lease.
     pub(crate) fn start_renewing(&self, lease: Duration) {
+        let deadline = self.validity().deadline;
+        let first = deadline
+            .checked_sub(lease.saturating_sub(lease / 3))
+            .unwrap_or_else(Instant::now);
         *self
             .next_renewal
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Instant::now() + lease / 3;
+            .unwrap_or_else(PoisonError::into_inner) = first;
         self.renewing.store(true, Ordering::SeqCst);
     }
 
