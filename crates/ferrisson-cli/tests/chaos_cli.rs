@@ -1,0 +1,50 @@
+//! `ferrisson chaos` as a user runs it: the binary starts its own servers and, for the
+//! process scenarios, re-executes itself as the holder.
+
+use std::process::{Command, Stdio};
+
+const FERRISSON: &str = env!("CARGO_BIN_EXE_ferrisson");
+
+fn chaos(args: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new(FERRISSON)
+        .arg("chaos")
+        .args(args)
+        .env("FERRISSON_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+}
+
+#[test]
+fn holder_killed_runs_with_the_binary_as_holder_and_writes_json() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let json = dir.path().join("report.json");
+    let output = chaos(&[
+        "holder-killed",
+        "--iterations",
+        "2",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ])?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("| holder-killed |"), "{stdout}");
+    let reports: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
+    let report = &reports[0];
+    assert_eq!(report["scenario"], "holder-killed");
+    assert_eq!(report["iterations"], 2);
+    assert_eq!(report["passed"], true);
+    assert!(report["counters"]["measures"]["reacquire_after_sigkill"].is_u64());
+    Ok(())
+}
+
+#[test]
+fn an_unknown_scenario_is_refused() -> anyhow::Result<()> {
+    let output = chaos(&["no-such-fault", "--iterations", "1"])?;
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown scenario"));
+    Ok(())
+}
