@@ -221,6 +221,8 @@ impl ProxyControl {
 async fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
+            // Out of descriptors or similar: do not spin while it lasts.
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let shared = Arc::clone(&shared);
