@@ -49,6 +49,34 @@ async fn tasks_exclude_each_other() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn simple_lock_tasks_exclude_each_other() -> anyhow::Result<()> {
+    const TASKS: usize = 32;
+    const ROUNDS: usize = 200;
+    let (server, client) = server_and_client().await?;
+    let lock = client.simple_lock("simple-counter")?;
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let lock = lock.clone();
+        let mut conn = raw(&server).await?;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = lock.lock().await?;
+                unsafe_increment(&mut conn, "simple-count").await?;
+                guard.unlock().await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let total: i64 = raw(&server).await?.get("simple-count").await?;
+    assert_eq!(total, (TASKS * ROUNDS) as i64);
+    assert!(lock.try_lock().await?.is_some(), "free at the end");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentry_in_one_task_counts_holds() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;
