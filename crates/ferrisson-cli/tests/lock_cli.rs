@@ -213,3 +213,69 @@ fn wait_for_file(path: &Path) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The client's wall clock jumps +1 h and then -2 h while it holds a lock: nothing may
+/// change, since every client-side deadline is monotonic and every expiry is set by Redis.
+/// The holder runs under libfaketime (Debian's `faketime`, installed by `.ci/run`), with
+/// the monotonic clock left alone and the offset read from a file the test rewrites.
+#[test]
+fn wall_clock_jumps_do_not_touch_a_held_lock() -> anyhow::Result<()> {
+    let lib = std::env::var("FERRISSON_LIBFAKETIME")
+        .unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".to_owned());
+    anyhow::ensure!(
+        Path::new(&lib).exists(),
+        "libfaketime not found at {lib}: install Debian's faketime or set FERRISSON_LIBFAKETIME"
+    );
+    let server = RedisServer::start()?;
+    let dir = tempfile::tempdir()?;
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+0")?;
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let script = format!(
+        "date +%s > {start}; while [ ! -e {go} ]; do sleep 0.02; done; date +%s > {jumped}; \
+         while [ ! -e {done} ]; do sleep 0.02; done",
+        start = file("start"),
+        go = file("go"),
+        jumped = file("jumped"),
+        done = file("done"),
+    );
+    let holder = ferrisson(
+        &server,
+        &["--lease", "600ms", "jump", "--", "sh", "-c", &script],
+    )
+    .env("LD_PRELOAD", &lib)
+    .env("FAKETIME_TIMESTAMP_FILE", &offset)
+    .env("FAKETIME_NO_CACHE", "1")
+    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    .stdin(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()?;
+    wait_for_file(&dir.path().join("start"))?;
+    std::fs::write(&offset, "+3600")?;
+    std::fs::write(dir.path().join("go"), "")?;
+    wait_for_file(&dir.path().join("jumped"))?;
+    let read = |name: &str| -> anyhow::Result<i64> {
+        Ok(std::fs::read_to_string(dir.path().join(name))?
+            .trim()
+            .parse()?)
+    };
+    assert!(
+        read("jumped")? - read("start")? >= 3500,
+        "the holder's wall clock jumped"
+    );
+    // Time passing is the point: several renewals (every 200 ms) under each offset.
+    std::thread::sleep(Duration::from_millis(1200));
+    std::fs::write(&offset, "-3600")?;
+    std::thread::sleep(Duration::from_millis(1200));
+    let contender = run(ferrisson(
+        &server,
+        &["--wait", "100ms", "jump", "--", "true"],
+    ))?;
+    assert_eq!(contender.status.code(), Some(75), "the lock is still held");
+    std::fs::write(dir.path().join("done"), "")?;
+    let output = holder.wait_with_output()?;
+    let stderr = String::from_utf8(output.stderr)?;
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("was lost"), "{stderr}");
+    Ok(())
+}
