@@ -231,9 +231,10 @@ fn wall_clock_jumps_do_not_touch_a_held_lock() -> anyhow::Result<()> {
     let offset = dir.path().join("offset");
     std::fs::write(&offset, "+0")?;
     let file = |name: &str| dir.path().join(name).display().to_string();
+    // Written to a temporary name and moved, so the test never reads a half-written file.
     let script = format!(
-        "date +%s > {start}; while [ ! -e {go} ]; do sleep 0.02; done; date +%s > {jumped}; \
-         while [ ! -e {done} ]; do sleep 0.02; done",
+        "date +%s > {start}.tmp && mv {start}.tmp {start}; while [ ! -e {go} ]; do sleep 0.02; done; \
+         date +%s > {jumped}.tmp && mv {jumped}.tmp {jumped}; while [ ! -e {done} ]; do sleep 0.02; done",
         start = file("start"),
         go = file("go"),
         jumped = file("jumped"),
