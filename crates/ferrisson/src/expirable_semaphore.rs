@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
@@ -802,18 +803,11 @@ impl Drop for ExpirablePermit {
         }
         let shared = Arc::clone(&self.shared);
         let id = self.id;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = shared.release(id).await {
-                        tracing::debug!(semaphore = %shared.name, error = %e, "release on drop failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                semaphore = %self.shared.name,
-                "expirable permit dropped outside a tokio runtime; it is freed when its lease runs out"
-            ),
-        }
+        spawn_cleanup(
+            &self.shared.name,
+            "releasing a dropped expirable permit",
+            "it is freed when its lease runs out",
+            async move { shared.release(id).await },
+        );
     }
 }

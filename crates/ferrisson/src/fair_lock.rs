@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fence::FencingToken;
@@ -660,19 +661,12 @@ impl Drop for QueueEntry {
         }
         let lock = self.lock.clone();
         let owner = self.owner;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = send_cancel(&lock, owner).await {
-                        tracing::debug!(lock = %lock.name, error = %e, "removing a cancelled fair waiter failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.lock.name,
-                "fair lock wait dropped outside a tokio runtime; its queue entry expires after the keep-alive"
-            ),
-        }
+        spawn_cleanup(
+            &self.lock.name,
+            "removing a cancelled fair waiter",
+            "its queue entry expires after the keep-alive",
+            async move { send_cancel(&lock, owner).await },
+        );
     }
 }
 
@@ -867,18 +861,11 @@ impl Drop for FairLockGuard {
         let lock = self.lock.clone();
         let hold = Arc::clone(&self.hold);
         let lease = self.lease;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = release_hold(&lock, &hold, lease).await {
-                        tracing::debug!(lock = %hold.name, error = %e, "release on drop failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.hold.name,
-                "fair lock guard dropped outside a tokio runtime; the lock expires after its lease"
-            ),
-        }
+        spawn_cleanup(
+            &self.hold.name,
+            "releasing a dropped fair lock guard",
+            "the lock expires after its lease",
+            async move { release_hold(&lock, &hold, lease).await },
+        );
     }
 }

@@ -45,6 +45,7 @@
 #![warn(clippy::missing_errors_doc)]
 
 mod acquire;
+mod cleanup;
 mod client;
 mod error;
 mod expirable_semaphore;

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fence::FencingToken;
@@ -457,21 +458,22 @@ impl Drop for AbandonOnDrop<'_> {
         let client = self.client.clone();
         let keys = self.keys.clone();
         let owner = self.owner;
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
+        spawn_cleanup(
+            self.keys.main(),
+            "undoing a cancelled acquire",
+            "it expires with its lease",
+            async move {
                 let mut conn = client.conn();
-                let undone: redis::RedisResult<i64> = SCRIPTS
+                let undone: i64 = SCRIPTS
                     .lock_abandon
                     .key(keys.main())
                     .key(keys.channel())
                     .arg(owner.to_string())
                     .invoke_async(&mut conn)
-                    .await;
-                if let Err(e) = undone {
-                    tracing::debug!(error = %e, "undoing a cancelled acquire failed; it expires with its lease");
-                }
-            });
-        }
+                    .await?;
+                Ok(undone)
+            },
+        );
     }
 }
 
@@ -622,18 +624,11 @@ impl Drop for LockGuard {
         let client = self.client.clone();
         let hold = Arc::clone(&self.hold);
         let lease = self.lease;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = release_hold(&client, &hold, lease).await {
-                        tracing::debug!(lock = %hold.name, error = %e, "release on drop failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.hold.name,
-                "lock guard dropped outside a tokio runtime; the lock expires after its lease"
-            ),
-        }
+        spawn_cleanup(
+            &self.hold.name,
+            "releasing a dropped lock guard",
+            "the lock expires after its lease",
+            async move { release_hold(&client, &hold, lease).await },
+        );
     }
 }

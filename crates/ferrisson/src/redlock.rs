@@ -10,6 +10,7 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lease::{millis, validate_lease};
@@ -891,17 +892,15 @@ impl Drop for RedlockGuard {
         let nodes = Arc::clone(&self.redlock.nodes);
         let token = std::mem::take(&mut self.token);
         let timeout = self.redlock.node_timeout();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    release_everywhere(&nodes, &token, timeout).await;
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.redlock.name,
-                "redlock guard dropped outside a tokio runtime; its keys expire after the ttl"
-            ),
-        }
+        spawn_cleanup(
+            &self.redlock.name,
+            "releasing a dropped redlock guard",
+            "its keys expire after the ttl",
+            async move {
+                release_everywhere(&nodes, &token, timeout).await;
+                Ok(())
+            },
+        );
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fence::FencingToken;
@@ -167,19 +168,12 @@ impl Drop for WriteIntent {
         }
         let lock = self.lock.clone();
         let owner = self.owner;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = send_withdraw(&lock, owner).await {
-                        tracing::debug!(lock = %lock.name, error = %e, "withdrawing a cancelled writer failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.lock.name,
-                "read-write lock wait dropped outside a tokio runtime; its write intent lapses on its own"
-            ),
-        }
+        spawn_cleanup(
+            &self.lock.name,
+            "withdrawing a cancelled writer's intent",
+            "the intent lapses on its own",
+            async move { send_withdraw(&lock, owner).await },
+        );
     }
 }
 
@@ -813,19 +807,12 @@ impl Drop for HeldSide {
         let lock = self.lock.clone();
         let hold = Arc::clone(&self.hold);
         let side = self.side;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = release(&lock, &hold, side).await {
-                        tracing::debug!(lock = %hold.name, error = %e, "release on drop failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                lock = %self.hold.name,
-                "read-write lock guard dropped outside a tokio runtime; the hold expires after its lease"
-            ),
-        }
+        spawn_cleanup(
+            &self.hold.name,
+            "releasing a dropped read-write lock guard",
+            "the hold expires after its lease",
+            async move { release(&lock, &hold, side).await },
+        );
     }
 }
 

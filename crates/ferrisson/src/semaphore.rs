@@ -9,6 +9,7 @@ use redis::AsyncCommands;
 use tokio::sync::oneshot;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
@@ -659,20 +660,12 @@ impl Drop for SemaphorePermit {
         let name = Arc::clone(&self.name);
         let keys = self.keys.clone();
         let permits = self.permits;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = release_permits(&client, &name, &keys, permits).await {
-                        tracing::warn!(semaphore = %name, permits, error = %e, "release on drop failed");
-                    }
-                });
-            }
-            Err(_) => tracing::warn!(
-                semaphore = %self.name,
-                permits,
-                "semaphore permit dropped outside a tokio runtime; its permits stay taken"
-            ),
-        }
+        spawn_cleanup(
+            &self.name,
+            "releasing a dropped semaphore permit",
+            "its permits stay taken",
+            async move { release_permits(&client, &name, &keys, permits).await },
+        );
     }
 }
 

@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::acquire::{Attempt, acquire_with_wait};
+use crate::cleanup::spawn_cleanup;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
@@ -259,10 +260,11 @@ impl Drop for SimpleLockGuard {
         let key = std::mem::take(&mut self.key);
         let channel = std::mem::take(&mut self.channel);
         let token = std::mem::take(&mut self.token);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = release(&client, &key, &channel, &token).await;
-            });
-        }
+        spawn_cleanup(
+            &self.name,
+            "releasing a dropped simple lock guard",
+            "the lock expires after its lease",
+            async move { release(&client, &key, &channel, &token).await },
+        );
     }
 }
