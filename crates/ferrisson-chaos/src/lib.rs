@@ -21,7 +21,10 @@
 //! ```
 
 mod checker;
+mod clock_scenarios;
 mod history;
+mod memory_scenarios;
+mod primitive_scenarios;
 mod redlock_scenarios;
 mod resource;
 mod scenarios;

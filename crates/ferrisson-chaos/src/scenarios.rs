@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::checker::{Counters, check};
 use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
 use crate::redlock_scenarios::{self, Nodes, RedlockFault};
+use crate::{clock_scenarios, memory_scenarios, primitive_scenarios};
 use crate::resource::Resource;
 
 /// Environment variable that turns a process into the holder of
@@ -62,11 +63,31 @@ pub enum Scenario {
     RedlockRestartedAtOnce,
     /// Redlock: the same node kept down for longer than the TTL before restarting empty.
     RedlockRestartedAfterTtl,
+    /// The server's wall clock stepped forward by an hour while the lock is held: Redis
+    /// expires the key at once. A documented unsafe case.
+    ServerClockJumped,
+    /// The holder process's wall clock stepped +1 h, then -2 h, across renewals: no
+    /// effect, since every client-side deadline is monotonic.
+    ClientClockJumped,
+    /// An evicting `maxmemory-policy` and memory pressure drop the held lock's key. A
+    /// documented unsafe case (the client warns about the policy at connect).
+    KeyEvicted,
+    /// The same memory pressure under `noeviction`: writes are refused, the lock is kept.
+    MemoryFull,
+    /// A [`FairLock`](ferrisson::FairLock) holder's link blackholed for two leases while
+    /// a queued waiter takes over.
+    FairLockHolderBlackholed,
+    /// A [`RwLock`](ferrisson::RwLock) writer's link blackholed for two leases while a
+    /// reader takes over.
+    RwLockWriterBlackholed,
+    /// An [`ExpirableSemaphore`](ferrisson::ExpirableSemaphore) (one permit) holder's
+    /// link blackholed past its permit's lease while another client takes the permit.
+    ExpirablePermitBlackholed,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 22] = [
         Scenario::Latency,
         Scenario::AcquireReplyDelayed,
         Scenario::HolderBlackholed,
@@ -82,6 +103,13 @@ impl Scenario {
         Scenario::RedlockMinorityKilled,
         Scenario::RedlockRestartedAtOnce,
         Scenario::RedlockRestartedAfterTtl,
+        Scenario::ServerClockJumped,
+        Scenario::ClientClockJumped,
+        Scenario::KeyEvicted,
+        Scenario::MemoryFull,
+        Scenario::FairLockHolderBlackholed,
+        Scenario::RwLockWriterBlackholed,
+        Scenario::ExpirablePermitBlackholed,
     ];
 
     /// The command-line name, e.g. `holder-blackholed`.
@@ -102,6 +130,13 @@ impl Scenario {
             Scenario::RedlockMinorityKilled => "redlock-minority-killed",
             Scenario::RedlockRestartedAtOnce => "redlock-restarted-at-once",
             Scenario::RedlockRestartedAfterTtl => "redlock-restarted-after-ttl",
+            Scenario::ServerClockJumped => "server-clock-jumped",
+            Scenario::ClientClockJumped => "client-clock-jumped",
+            Scenario::KeyEvicted => "key-evicted",
+            Scenario::MemoryFull => "memory-full-noeviction",
+            Scenario::FairLockHolderBlackholed => "fair-lock-holder-blackholed",
+            Scenario::RwLockWriterBlackholed => "rwlock-writer-blackholed",
+            Scenario::ExpirablePermitBlackholed => "expirable-permit-blackholed",
         }
     }
 
@@ -134,6 +169,21 @@ impl Scenario {
             Scenario::RedlockRestartedAfterTtl => {
                 "Redlock, holder has 3 of 5; one of them down TTL + 200 ms, restarted empty"
             }
+            Scenario::ServerClockJumped => "redis-server's wall clock stepped +1 h while held",
+            Scenario::ClientClockJumped => {
+                "holder process's wall clock stepped +1 h, then -2 h, while held"
+            }
+            Scenario::KeyEvicted => "allkeys-random eviction under memory pressure while held",
+            Scenario::MemoryFull => "maxmemory reached under noeviction while held",
+            Scenario::FairLockHolderBlackholed => {
+                "FairLock holder's link blackholed for 2 leases, a waiter queued"
+            }
+            Scenario::RwLockWriterBlackholed => {
+                "RwLock writer's link blackholed for 2 leases, a reader waiting"
+            }
+            Scenario::ExpirablePermitBlackholed => {
+                "1-permit ExpirableSemaphore holder blackholed past its permit lease"
+            }
         }
     }
 
@@ -141,7 +191,10 @@ impl Scenario {
     pub fn is_documented_unsafe(self) -> bool {
         matches!(
             self,
-            Scenario::LaggingReplicaPromoted | Scenario::RedlockRestartedAtOnce
+            Scenario::LaggingReplicaPromoted
+                | Scenario::RedlockRestartedAtOnce
+                | Scenario::ServerClockJumped
+                | Scenario::KeyEvicted
         )
     }
 
@@ -294,6 +347,9 @@ fn expectations(scenario: Scenario, config: &Config, c: &Counters) -> Vec<String
     if c.acquires_ok == 0 {
         failures.push("no acquire succeeded: the scenario did not run".to_owned());
     }
+    clock_scenarios::expectations(scenario, c, &mut failures);
+    memory_scenarios::expectations(scenario, c, &mut failures);
+    primitive_scenarios::expectations(scenario, c, &mut failures);
     if scenario == Scenario::HolderKilled {
         let bound = config.lease + Duration::from_millis(500);
         match c.measures.get(REACQUIRE) {
@@ -310,10 +366,10 @@ fn expectations(scenario: Scenario, config: &Config, c: &Counters) -> Vec<String
 const REACQUIRE: &str = "reacquire_after_sigkill";
 
 /// The servers and proxies a scenario reuses across iterations.
-struct Env {
-    server: RedisServer,
-    proxy_a: FaultProxy,
-    proxy_b: FaultProxy,
+pub(crate) struct Env {
+    pub(crate) server: RedisServer,
+    pub(crate) proxy_a: FaultProxy,
+    pub(crate) proxy_b: FaultProxy,
 }
 
 impl Env {
@@ -329,7 +385,7 @@ impl Env {
     }
 }
 
-async fn connect(url: &str, lease: Duration) -> anyhow::Result<Client> {
+pub(crate) async fn connect(url: &str, lease: Duration) -> anyhow::Result<Client> {
     Ok(Client::builder(url)
         .watchdog_lease(lease)
         .response_timeout(lease * 10)
@@ -339,7 +395,7 @@ async fn connect(url: &str, lease: Duration) -> anyhow::Result<Client> {
 }
 
 /// A client that gives up on a call after one lease (for holders cut off by a fault).
-async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Result<Client> {
+pub(crate) async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Result<Client> {
     Ok(Client::builder(url)
         .watchdog_lease(lease)
         .response_timeout(lease)
@@ -350,7 +406,7 @@ async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Result<Client>
 }
 
 /// Records the grant and the guard's first belief.
-fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
+pub(crate) fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
     let deadline = rec.now() + guard.remaining();
     rec.record(
         grant,
@@ -363,7 +419,7 @@ fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
 }
 
 /// Samples the guard's belief every 5 ms for `duration`, recording a lost signal.
-async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, duration: Duration) {
+pub(crate) async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, duration: Duration) {
     let end = tokio::time::Instant::now() + duration;
     let mut lost_recorded = false;
     loop {
@@ -386,14 +442,14 @@ async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, duration: Durati
     }
 }
 
-async fn release(rec: &Recorder, grant: usize, guard: LockGuard) {
+pub(crate) async fn release(rec: &Recorder, grant: usize, guard: LockGuard) {
     rec.belief(grant, || guard.is_held(), || guard.remaining());
     rec.record(grant, EventKind::ReleaseInvoked);
     let outcome = outcome(guard.unlock().await);
     rec.record(grant, EventKind::Released { outcome });
 }
 
-fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
+pub(crate) fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
     match result {
         Ok(()) => ReleaseOutcome::Ok,
         Err(Error::NotOwner { .. }) => ReleaseOutcome::NotOwner,
@@ -405,7 +461,7 @@ fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
 /// Acquire with a bounded wait, recording the outcome. A guard that arrives already
 /// expired (its reply was slower than the lease) is recorded as a void grant
 /// `grant + 1000 * retry`, released, and the acquire retried, up to three times.
-async fn acquire(
+pub(crate) async fn acquire(
     rec: &Recorder,
     grant: usize,
     client: &Client,
@@ -436,7 +492,7 @@ async fn acquire(
 
 /// A well-behaved critical section: enter, work while watching the guard, write only if
 /// still held, leave, release.
-async fn critical_section(
+pub(crate) async fn critical_section(
     rec: &Recorder,
     grant: usize,
     guard: LockGuard,
@@ -458,7 +514,7 @@ async fn critical_section(
 }
 
 /// After healing: the lock must be free, at the latest one lease later.
-async fn keys_left(
+pub(crate) async fn keys_left(
     rec: &Recorder,
     checker: &Client,
     name: &str,
@@ -680,13 +736,24 @@ async fn run_once(
         | Scenario::RedlockRestartedAfterTtl => {
             bail!("Redlock scenarios run on their own nodes")
         }
+        Scenario::ServerClockJumped | Scenario::ClientClockJumped => {
+            return clock_scenarios::run_once(scenario, config, history, name).await;
+        }
+        Scenario::KeyEvicted | Scenario::MemoryFull => {
+            return memory_scenarios::run_once(scenario, config, history, name).await;
+        }
+        Scenario::FairLockHolderBlackholed
+        | Scenario::RwLockWriterBlackholed
+        | Scenario::ExpirablePermitBlackholed => {
+            return primitive_scenarios::run_once(scenario, config, env, history, name).await;
+        }
     }
     keys_left(&a, &direct, name, lease).await
 }
 
 /// Waits until the server shows the lock held (`true`) or free (`false`): the request
 /// whose reply is being held back has run. Replies on the direct client are not held.
-async fn server_state(direct: &Client, name: &str, locked: bool) -> anyhow::Result<()> {
+pub(crate) async fn server_state(direct: &Client, name: &str, locked: bool) -> anyhow::Result<()> {
     let lock = direct.lock(name)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while lock.is_locked().await? != locked {
@@ -702,7 +769,7 @@ async fn server_state(direct: &Client, name: &str, locked: bool) -> anyhow::Resu
     Ok(())
 }
 
-fn rec_belief(rec: &Recorder, guard: &LockGuard) {
+pub(crate) fn rec_belief(rec: &Recorder, guard: &LockGuard) {
     rec.belief(0, || guard.is_held(), || guard.remaining());
 }
 
@@ -806,7 +873,7 @@ async fn stalled_holder(
 }
 
 /// A running holder process: its stdin, its output lines and its grant.
-struct HolderProcess {
+pub(crate) struct HolderProcess {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
     token: u64,
@@ -816,12 +883,12 @@ struct HolderProcess {
 
 /// The system-wide monotonic clock (`CLOCK_MONOTONIC`, the clock of `Instant` on
 /// Linux), readable in both processes: how a child's deadline lands on our clock.
-fn monotonic() -> anyhow::Result<Duration> {
+pub(crate) fn monotonic() -> anyhow::Result<Duration> {
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
     Ok(Duration::from(now))
 }
 
-fn spawn_holder(
+pub(crate) fn spawn_holder(
     config: &Config,
     url: &str,
     name: &str,
