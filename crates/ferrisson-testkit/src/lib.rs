@@ -14,8 +14,10 @@
 //! server.resume().expect("SIGCONT");
 //! ```
 
+mod clock;
 mod proxy;
 mod server;
 
+pub use clock::ClockShift;
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use server::{RedisServer, redis_server_binary};

@@ -1,5 +1,6 @@
 //! One `redis-server` process owned by a test.
 
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -10,6 +11,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+use crate::ClockShift;
 
 /// How long a fresh server may take to answer its first `PING`.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
@@ -30,6 +33,7 @@ pub struct RedisServer {
     port: u16,
     dir: TempDir,
     extra_args: Vec<String>,
+    env: Vec<(OsString, OsString)>,
     child: Option<Child>,
 }
 
@@ -50,6 +54,21 @@ impl RedisServer {
     ///
     /// As [`RedisServer::start`].
     pub fn start_with_args(args: &[&str]) -> io::Result<Self> {
+        Self::start_with_env(args, Vec::new())
+    }
+
+    /// Starts a server whose wall clock (the clock of `TIME` and of key expiry) is
+    /// `clock`: the test can step it while the server runs. It stays on that clock
+    /// across [`RedisServer::restart`].
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisServer::start`].
+    pub fn start_with_clock(clock: &ClockShift, args: &[&str]) -> io::Result<Self> {
+        Self::start_with_env(args, clock.env())
+    }
+
+    fn start_with_env(args: &[&str], env: Vec<(OsString, OsString)>) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("ferrisson-redis-")
             .tempdir()?;
@@ -57,12 +76,13 @@ impl RedisServer {
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
-            match spawn_and_wait(port, dir.path(), &extra_args) {
+            match spawn_and_wait(port, dir.path(), &extra_args, &env) {
                 Ok(child) => {
                     return Ok(Self {
                         port,
                         dir,
                         extra_args,
+                        env,
                         child: Some(child),
                     });
                 }
@@ -133,7 +153,7 @@ impl RedisServer {
         self.kill()?;
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
-            match spawn_and_wait(self.port, self.dir.path(), &self.extra_args) {
+            match spawn_and_wait(self.port, self.dir.path(), &self.extra_args, &self.env) {
                 Ok(child) => {
                     self.child = Some(child);
                     return Ok(());
@@ -179,7 +199,12 @@ fn free_port() -> io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn spawn_and_wait(port: u16, dir: &Path, extra_args: &[String]) -> io::Result<Child> {
+fn spawn_and_wait(
+    port: u16,
+    dir: &Path,
+    extra_args: &[String],
+    env: &[(OsString, OsString)],
+) -> io::Result<Child> {
     let binary = redis_server_binary();
     let mut child = Command::new(&binary)
         .arg("--port")
@@ -190,6 +215,7 @@ fn spawn_and_wait(port: u16, dir: &Path, extra_args: &[String]) -> io::Result<Ch
         .arg(dir)
         .args(["--logfile", "redis.log", "--daemonize", "no"])
         .args(extra_args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
