@@ -23,6 +23,7 @@
 mod checker;
 mod clock_scenarios;
 mod history;
+mod holder_process;
 mod memory_scenarios;
 mod primitive_scenarios;
 mod redlock_scenarios;
@@ -31,7 +32,6 @@ mod scenarios;
 
 pub use checker::{Counters, check};
 pub use history::{Event, EventKind, History, Recorder, ReleaseOutcome};
+pub use holder_process::{HOLDER_ENV, HolderCommand, run_killable_holder};
 pub use resource::Resource;
-pub use scenarios::{
-    Config, HOLDER_ENV, HolderCommand, Scenario, ScenarioReport, run, run_killable_holder, table,
-};
+pub use scenarios::{Config, Scenario, ScenarioReport, run, table};

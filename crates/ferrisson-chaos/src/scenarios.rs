@@ -2,28 +2,20 @@
 //! [`History`] per iteration and checks it against the scenario's expected result.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use ferrisson::{Client, Error, LockGuard};
 use ferrisson_testkit::{FaultProxy, RedisServer};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde::Serialize;
 
 use crate::checker::{Counters, check};
 use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
+use crate::holder_process::{HolderCommand, holder_killed, holder_paused};
 use crate::redlock_scenarios::{self, Nodes, RedlockFault};
-use crate::{clock_scenarios, memory_scenarios, primitive_scenarios};
 use crate::resource::Resource;
-
-/// Environment variable that turns a process into the holder of
-/// [`Scenario::HolderKilled`]: `URL LOCK_NAME LEASE_MS`.
-pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
+use crate::{clock_scenarios, memory_scenarios, primitive_scenarios};
 
 /// A fault scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -208,16 +200,6 @@ impl Scenario {
     }
 }
 
-/// How to start a holder process for [`Scenario::HolderKilled`]: a program that calls
-/// [`run_killable_holder`] when [`HOLDER_ENV`] is set.
-#[derive(Debug, Clone)]
-pub struct HolderCommand {
-    /// The program.
-    pub program: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-}
-
 /// The size and timing of a run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -363,7 +345,7 @@ fn expectations(scenario: Scenario, config: &Config, c: &Counters) -> Vec<String
     failures
 }
 
-const REACQUIRE: &str = "reacquire_after_sigkill";
+pub(crate) const REACQUIRE: &str = "reacquire_after_sigkill";
 
 /// The servers and proxies a scenario reuses across iterations.
 pub(crate) struct Env {
@@ -870,229 +852,6 @@ async fn stalled_holder(
     resource.exit(&a, 0);
     release(&a, 0, guard).await;
     Ok(())
-}
-
-/// A running holder process: its stdin, its output lines and its grant.
-pub(crate) struct HolderProcess {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    token: u64,
-    /// The holder's own deadline, on this history's clock.
-    deadline: Duration,
-}
-
-/// The system-wide monotonic clock (`CLOCK_MONOTONIC`, the clock of `Instant` on
-/// Linux), readable in both processes: how a child's deadline lands on our clock.
-pub(crate) fn monotonic() -> anyhow::Result<Duration> {
-    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
-    Ok(Duration::from(now))
-}
-
-pub(crate) fn spawn_holder(
-    config: &Config,
-    url: &str,
-    name: &str,
-    history: &History,
-) -> anyhow::Result<HolderProcess> {
-    let holder = config
-        .holder
-        .as_ref()
-        .context("this scenario needs a holder command")?;
-    let mut child = Command::new(&holder.program)
-        .args(&holder.args)
-        .env(
-            HOLDER_ENV,
-            format!("{url} {name} {}", config.lease.as_millis()),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().context("piped")?;
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            // libtest may print around the holder's text, even on the same line.
-            if let Some(at) = line.find("holder-") {
-                if tx.send(line[at..].to_owned()).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let line = lines
-        .recv_timeout(Duration::from_secs(30))
-        .context("the holder process ended before holding the lock")?;
-    // holder-token TOKEN DEADLINE_MONOTONIC_NANOS
-    let mut parts = line.split_whitespace().skip(1);
-    let token: u64 = parts.next().context("token")?.parse()?;
-    let deadline_mono = Duration::from_nanos(parts.next().context("deadline")?.parse()?);
-    let (now, now_mono) = (history.now(), monotonic()?);
-    let deadline = (now + deadline_mono).saturating_sub(now_mono);
-    Ok(HolderProcess {
-        child,
-        lines,
-        token,
-        deadline,
-    })
-}
-
-/// Starts a holder process, kills it with SIGKILL once it holds the lock, and measures
-/// how long until another client holds it.
-async fn holder_killed(
-    config: &Config,
-    env: &Env,
-    history: &History,
-    name: &str,
-) -> anyhow::Result<()> {
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    a.record(0, EventKind::AcquireInvoked);
-    let holder = spawn_holder(config, &env.server.url(), name, history)?;
-    a.record(
-        0,
-        EventKind::AcquireOk {
-            token: holder.token,
-            deadline: holder.deadline,
-        },
-    );
-    let pid = Pid::from_raw(i32::try_from(holder.child.id())?);
-    kill(pid, Signal::SIGKILL)?;
-    let killed = Instant::now();
-    // A dead process believes nothing.
-    a.record(0, EventKind::Lost);
-    let mut child = holder.child;
-    tokio::task::spawn_blocking(move || child.wait()).await??;
-    let client = connect(&env.server.url(), config.lease).await?;
-    if let Some(guard) = acquire(&b, 0, &client, name, config.lease * 10).await? {
-        b.record(
-            0,
-            EventKind::Measure {
-                name: REACQUIRE.into(),
-                millis: killed.elapsed().as_millis() as u64,
-            },
-        );
-        release(&b, 0, guard).await;
-    }
-    Ok(())
-}
-
-/// Freezes a holder process (SIGSTOP) for two leases while B takes the lock and writes;
-/// then resumes it. The holder reports its belief, writes with its old token (the
-/// resource judges it) and releases.
-async fn holder_paused(
-    config: &Config,
-    env: &Env,
-    history: &History,
-    name: &str,
-    resource: &Arc<Resource>,
-) -> anyhow::Result<()> {
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    a.record(0, EventKind::AcquireInvoked);
-    let mut holder = spawn_holder(config, &env.server.url(), name, history)?;
-    a.record(
-        0,
-        EventKind::AcquireOk {
-            token: holder.token,
-            deadline: holder.deadline,
-        },
-    );
-    resource.enter(&a, 0, holder.token);
-    let pid = Pid::from_raw(i32::try_from(holder.child.id())?);
-    kill(pid, Signal::SIGSTOP)?;
-    let direct = connect(&env.server.url(), config.lease).await?;
-    if let Some(guard) = acquire(&b, 0, &direct, name, config.lease * 10).await? {
-        critical_section(&b, 0, guard, resource, config.lease / 4).await;
-    }
-    kill(pid, Signal::SIGCONT)?;
-    let mut stdin = holder.child.stdin.take().context("piped")?;
-    std::io::Write::write_all(&mut stdin, b"go\n")?;
-    let lines = holder.lines;
-    let next = move || -> anyhow::Result<(String, std::sync::mpsc::Receiver<String>)> {
-        let line = lines.recv_timeout(Duration::from_secs(30))?;
-        Ok((line, lines))
-    };
-    // holder-belief HELD DEADLINE_MONOTONIC_NANOS
-    let (line, rest) = tokio::task::spawn_blocking(next).await??;
-    let mut parts = line.split_whitespace().skip(1);
-    let held = parts.next() == Some("true");
-    let deadline_mono = Duration::from_nanos(parts.next().context("deadline")?.parse()?);
-    let (now, now_mono) = (a.now(), monotonic()?);
-    a.record(
-        0,
-        EventKind::Belief {
-            held,
-            deadline: (now + deadline_mono).saturating_sub(now_mono),
-        },
-    );
-    // The resumed process goes on with its critical section: a stale write.
-    resource.write(&a, 0, holder.token);
-    resource.exit(&a, 0);
-    a.record(0, EventKind::ReleaseInvoked);
-    let (line, _) = tokio::task::spawn_blocking(move || {
-        let line = rest.recv_timeout(Duration::from_secs(30))?;
-        anyhow::Ok((line, rest))
-    })
-    .await??;
-    let outcome = match line.split_whitespace().nth(1) {
-        Some("ok") => ReleaseOutcome::Ok,
-        Some("not-owner") => ReleaseOutcome::NotOwner,
-        Some("expired") => ReleaseOutcome::Expired,
-        _ => ReleaseOutcome::Error(line.clone()),
-    };
-    a.record(0, EventKind::Released { outcome });
-    drop(stdin);
-    let mut child = holder.child;
-    tokio::task::spawn_blocking(move || child.wait()).await??;
-    Ok(())
-}
-
-/// The holder process of [`Scenario::HolderKilled`] and [`Scenario::HolderPaused`]:
-/// when [`HOLDER_ENV`] is set, takes the lock and prints `holder-token TOKEN DEADLINE`
-/// (`CLOCK_MONOTONIC` nanoseconds). On a `go` line on stdin it prints
-/// `holder-belief HELD DEADLINE`, releases and prints `holder-release OUTCOME`; at
-/// end of input it holds until killed. Returns `Ok(false)` at once when the variable
-/// is not set.
-///
-/// # Errors
-///
-/// When the variable is malformed or the lock cannot be taken.
-pub async fn run_killable_holder() -> anyhow::Result<bool> {
-    let Ok(spec) = std::env::var(HOLDER_ENV) else {
-        return Ok(false);
-    };
-    let mut parts = spec.split_whitespace();
-    let (Some(url), Some(name), Some(lease)) = (parts.next(), parts.next(), parts.next()) else {
-        bail!("{HOLDER_ENV} must be `URL NAME LEASE_MS`, got {spec:?}");
-    };
-    let lease = Duration::from_millis(lease.parse()?);
-    let client = connect(url, lease).await?;
-    let guard = client.lock(name)?.lock().await?;
-    let deadline = |guard: &LockGuard| -> anyhow::Result<u128> {
-        Ok((monotonic()? + guard.remaining()).as_nanos())
-    };
-    println!(
-        "holder-token {} {}",
-        guard.fencing_token().get(),
-        deadline(&guard)?
-    );
-    let line = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map(|_| line)
-    })
-    .await??;
-    if line.trim() != "go" {
-        // Held (and renewed) until the parent kills this process.
-        std::future::pending::<()>().await;
-    }
-    let held = guard.is_held();
-    println!("holder-belief {held} {}", deadline(&guard)?);
-    let outcome = match guard.unlock().await {
-        Ok(()) => "ok".to_owned(),
-        Err(Error::NotOwner { .. }) => "not-owner".to_owned(),
-        Err(Error::LeaseExpired { .. }) => "expired".to_owned(),
-        Err(e) => format!("error:{}", e.to_string().replace(' ', "_")),
-    };
-    println!("holder-release {outcome}");
-    Ok(true)
 }
 
 /// Master M, replica R replicating through a proxy. A warm-up grant replicates; then

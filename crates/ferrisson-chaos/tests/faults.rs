@@ -228,3 +228,27 @@ fn eviction_policy_warning() {
     let safe = connect_and_capture("noeviction");
     assert!(!safe.contains("maxmemory-policy"), "{safe}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_clock_jumped_is_unsafe_as_documented() {
+    let r = small(Scenario::ServerClockJumped).await;
+    assert!(r.documented_unsafe);
+    // B is granted while A's own deadline still runs, every time; A, checking
+    // `is_held()` (true) and writing, is stopped by fencing alone.
+    assert_eq!(r.counters.double_grants, u64::from(ITERATIONS));
+    assert_eq!(r.counters.stale_writes_accepted_fenced, 0);
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.lost_signals, u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_clock_jumped() {
+    let r = small(Scenario::ClientClockJumped).await;
+    assert_eq!(r.counters.lost_signals, 0);
+    // B refused under each of the two steps, then granted after the release.
+    assert_eq!(r.counters.acquires_failed, 2 * u64::from(ITERATIONS));
+    assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
+}

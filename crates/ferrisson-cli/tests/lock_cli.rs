@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use ferrisson_testkit::RedisServer;
+use ferrisson_testkit::{ClockShift, RedisServer};
 
 const FERRISSON: &str = env!("CARGO_BIN_EXE_ferrisson");
 
@@ -216,20 +216,13 @@ fn wait_for_file(path: &Path) -> anyhow::Result<()> {
 
 /// The client's wall clock jumps +1 h and then -2 h while it holds a lock: nothing may
 /// change, since every client-side deadline is monotonic and every expiry is set by Redis.
-/// The holder runs under libfaketime (Debian's `faketime`, installed by `.ci/run`), with
-/// the monotonic clock left alone and the offset read from a file the test rewrites.
+/// The holder runs on a [`ClockShift`] (its wall clock moved, its monotonic clock left
+/// alone), stepped by the test while it runs.
 #[test]
 fn wall_clock_jumps_do_not_touch_a_held_lock() -> anyhow::Result<()> {
-    let lib = std::env::var("FERRISSON_LIBFAKETIME")
-        .unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".to_owned());
-    anyhow::ensure!(
-        Path::new(&lib).exists(),
-        "libfaketime not found at {lib}: install Debian's faketime or set FERRISSON_LIBFAKETIME"
-    );
+    let clock = ClockShift::new()?;
     let server = RedisServer::start()?;
     let dir = tempfile::tempdir()?;
-    let offset = dir.path().join("offset");
-    std::fs::write(&offset, "+0")?;
     let file = |name: &str| dir.path().join(name).display().to_string();
     // Written to a temporary name and moved, so the test never reads a half-written file.
     let script = format!(
@@ -244,15 +237,12 @@ fn wall_clock_jumps_do_not_touch_a_held_lock() -> anyhow::Result<()> {
         &server,
         &["--lease", "600ms", "jump", "--", "sh", "-c", &script],
     )
-    .env("LD_PRELOAD", &lib)
-    .env("FAKETIME_TIMESTAMP_FILE", &offset)
-    .env("FAKETIME_NO_CACHE", "1")
-    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    .envs(clock.env())
     .stdin(Stdio::null())
     .stderr(Stdio::piped())
     .spawn()?;
     wait_for_file(&dir.path().join("start"))?;
-    std::fs::write(&offset, "+3600")?;
+    clock.set_ahead(Duration::from_secs(3600))?;
     std::fs::write(dir.path().join("go"), "")?;
     wait_for_file(&dir.path().join("jumped"))?;
     let read = |name: &str| -> anyhow::Result<i64> {
@@ -266,7 +256,7 @@ fn wall_clock_jumps_do_not_touch_a_held_lock() -> anyhow::Result<()> {
     );
     // Time passing is the point: several renewals (every 200 ms) under each offset.
     std::thread::sleep(Duration::from_millis(1200));
-    std::fs::write(&offset, "-3600")?;
+    clock.set_behind(Duration::from_secs(3600))?;
     std::thread::sleep(Duration::from_millis(1200));
     let contender = run(ferrisson(
         &server,

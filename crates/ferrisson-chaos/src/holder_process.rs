@@ -1,0 +1,308 @@
+//! The holder as a separate process: this same program run again with [`HOLDER_ENV`]
+//! set, so a scenario can SIGKILL it, SIGSTOP it or run it on another wall clock.
+//!
+//! The protocol, on the holder's stdout and stdin:
+//!
+//! - it takes the lock and prints `holder-token TOKEN DEADLINE` (deadline in
+//!   `CLOCK_MONOTONIC` nanoseconds, the clock of `Instant` on Linux, shared by both
+//!   processes);
+//! - on a `go` line it prints `holder-belief HELD DEADLINE WALL_MS` (`is_held()`, the
+//!   guard's deadline, its own wall clock in milliseconds since the epoch), releases and
+//!   prints `holder-release OUTCOME`;
+//! - at the end of its input it holds the lock until it is killed.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use ferrisson::{Error, LockGuard};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
+use crate::resource::Resource;
+use crate::scenarios::{Config, Env, REACQUIRE, acquire, connect, critical_section, release};
+
+/// Environment variable that turns a process into the holder of the scenarios that need
+/// one in another process: `URL LOCK_NAME LEASE_MS`.
+pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
+
+/// How long the holder may take to answer a line.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How to start a holder process: a program that calls [`run_killable_holder`] when
+/// [`HOLDER_ENV`] is set.
+#[derive(Debug, Clone)]
+pub struct HolderCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// A running holder process that holds the lock: its stdin, its output lines and its
+/// grant (recorded in the history when it was spawned).
+pub(crate) struct HolderProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Option<Receiver<String>>,
+    /// The grant's fencing token.
+    pub(crate) token: u64,
+}
+
+/// What the holder believed when told to go on, and how its release ended.
+pub(crate) struct HolderEnd {
+    /// `is_held()` when told to go on.
+    pub(crate) held: bool,
+    /// Its wall clock then, minus ours, in milliseconds.
+    pub(crate) wall_clock_offset_ms: i64,
+}
+
+/// The system-wide monotonic clock (`CLOCK_MONOTONIC`, the clock of `Instant` on
+/// Linux), readable in both processes: how a child's deadline lands on our clock.
+pub(crate) fn monotonic() -> anyhow::Result<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
+    Ok(Duration::from(now))
+}
+
+fn unix_millis() -> anyhow::Result<i64> {
+    Ok(i64::try_from(
+        SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis(),
+    )?)
+}
+
+impl HolderProcess {
+    /// Starts the holder (with `env` added to its environment) and waits until it holds
+    /// the lock, recording the acquire as client `rec`'s grant 0.
+    pub(crate) fn spawn(
+        config: &Config,
+        url: &str,
+        name: &str,
+        rec: &Recorder,
+        env: Vec<(OsString, OsString)>,
+    ) -> anyhow::Result<Self> {
+        let holder = config
+            .holder
+            .as_ref()
+            .context("this scenario needs a holder command")?;
+        rec.record(0, EventKind::AcquireInvoked);
+        let mut child = Command::new(&holder.program)
+            .args(&holder.args)
+            .env(
+                HOLDER_ENV,
+                format!("{url} {name} {}", config.lease.as_millis()),
+            )
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().context("piped")?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // libtest may print around the holder's text, even on the same line.
+                if let Some(at) = line.find("holder-") {
+                    if tx.send(line[at..].to_owned()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let line = lines
+            .recv_timeout(ANSWER_DEADLINE)
+            .context("the holder process ended before holding the lock")?;
+        // holder-token TOKEN DEADLINE_MONOTONIC_NANOS
+        let mut parts = line.split_whitespace().skip(1);
+        let token: u64 = parts.next().context("token")?.parse()?;
+        let deadline = on_history_clock(rec, parts.next().context("deadline")?)?;
+        rec.record(0, EventKind::AcquireOk { token, deadline });
+        let stdin = child.stdin.take();
+        Ok(Self {
+            child,
+            stdin,
+            lines: Some(lines),
+            token,
+        })
+    }
+
+    /// The process id, for signals.
+    pub(crate) fn pid(&self) -> anyhow::Result<Pid> {
+        Ok(Pid::from_raw(i32::try_from(self.child.id())?))
+    }
+
+    /// Kills the holder (SIGKILL) and reaps it.
+    pub(crate) async fn kill(mut self) -> anyhow::Result<()> {
+        kill(self.pid()?, Signal::SIGKILL)?;
+        let mut child = self.child;
+        tokio::task::spawn_blocking(move || child.wait()).await??;
+        self.stdin.take();
+        Ok(())
+    }
+
+    /// Tells the holder to go on: records its belief, runs `act` (what the holder does
+    /// on that belief, e.g. a write), then records its release and reaps it.
+    pub(crate) async fn finish(
+        mut self,
+        rec: &Recorder,
+        act: impl FnOnce(bool),
+    ) -> anyhow::Result<HolderEnd> {
+        let mut stdin = self.stdin.take().context("piped")?;
+        stdin.write_all(b"go\n")?;
+        // holder-belief HELD DEADLINE_MONOTONIC_NANOS WALL_MS
+        let line = self.next_line().await?;
+        let mut parts = line.split_whitespace().skip(1);
+        let held = parts.next() == Some("true");
+        let deadline = on_history_clock(rec, parts.next().context("deadline")?)?;
+        let wall: i64 = parts.next().context("wall clock")?.parse()?;
+        let wall_clock_offset_ms = wall - unix_millis()?;
+        rec.record(0, EventKind::Belief { held, deadline });
+        act(held);
+        rec.record(0, EventKind::ReleaseInvoked);
+        let line = self.next_line().await?;
+        let outcome = match line.split_whitespace().nth(1) {
+            Some("ok") => ReleaseOutcome::Ok,
+            Some("not-owner") => ReleaseOutcome::NotOwner,
+            Some("expired") => ReleaseOutcome::Expired,
+            _ => ReleaseOutcome::Error(line.clone()),
+        };
+        rec.record(0, EventKind::Released { outcome });
+        drop(stdin);
+        let mut child = self.child;
+        tokio::task::spawn_blocking(move || child.wait()).await??;
+        Ok(HolderEnd {
+            held,
+            wall_clock_offset_ms,
+        })
+    }
+
+    async fn next_line(&mut self) -> anyhow::Result<String> {
+        let lines = self.lines.take().context("one reader at a time")?;
+        let (line, lines) = tokio::task::spawn_blocking(move || {
+            let line = lines.recv_timeout(ANSWER_DEADLINE);
+            (line, lines)
+        })
+        .await?;
+        self.lines = Some(lines);
+        line.context("the holder process did not answer")
+    }
+}
+
+/// A `CLOCK_MONOTONIC` instant printed by the holder, on the history's clock.
+fn on_history_clock(rec: &Recorder, nanos: &str) -> anyhow::Result<Duration> {
+    let instant = Duration::from_nanos(nanos.parse()?);
+    let (now, now_mono) = (rec.now(), monotonic()?);
+    Ok((now + instant).saturating_sub(now_mono))
+}
+
+/// Starts a holder process, kills it with SIGKILL once it holds the lock, and measures
+/// how long until another client holds it.
+pub(crate) async fn holder_killed(
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+) -> anyhow::Result<()> {
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    let holder = HolderProcess::spawn(config, &env.server.url(), name, &a, Vec::new())?;
+    holder.kill().await?;
+    let killed = Instant::now();
+    // A dead process believes nothing.
+    a.record(0, EventKind::Lost);
+    let client = connect(&env.server.url(), config.lease).await?;
+    if let Some(guard) = acquire(&b, 0, &client, name, config.lease * 10).await? {
+        b.record(
+            0,
+            EventKind::Measure {
+                name: REACQUIRE.into(),
+                millis: killed.elapsed().as_millis() as u64,
+            },
+        );
+        release(&b, 0, guard).await;
+    }
+    Ok(())
+}
+
+/// Freezes a holder process (SIGSTOP) for two leases while B takes the lock and writes;
+/// then resumes it. The holder reports its belief, writes with its old token (the
+/// resource judges it) and releases.
+pub(crate) async fn holder_paused(
+    config: &Config,
+    env: &Env,
+    history: &History,
+    name: &str,
+    resource: &Arc<Resource>,
+) -> anyhow::Result<()> {
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    let holder = HolderProcess::spawn(config, &env.server.url(), name, &a, Vec::new())?;
+    resource.enter(&a, 0, holder.token);
+    kill(holder.pid()?, Signal::SIGSTOP)?;
+    let direct = connect(&env.server.url(), config.lease).await?;
+    if let Some(guard) = acquire(&b, 0, &direct, name, config.lease * 10).await? {
+        critical_section(&b, 0, guard, resource, config.lease / 4).await;
+    }
+    kill(holder.pid()?, Signal::SIGCONT)?;
+    let token = holder.token;
+    // The resumed process goes on with its critical section: a stale write.
+    holder
+        .finish(&a, |_| {
+            resource.write(&a, 0, token);
+            resource.exit(&a, 0);
+        })
+        .await?;
+    Ok(())
+}
+
+/// The holder process (see the module's protocol). Returns `Ok(false)` at once when
+/// [`HOLDER_ENV`] is not set.
+///
+/// # Errors
+///
+/// When the variable is malformed or the lock cannot be taken.
+pub async fn run_killable_holder() -> anyhow::Result<bool> {
+    let Ok(spec) = std::env::var(HOLDER_ENV) else {
+        return Ok(false);
+    };
+    let mut parts = spec.split_whitespace();
+    let (Some(url), Some(name), Some(lease)) = (parts.next(), parts.next(), parts.next()) else {
+        bail!("{HOLDER_ENV} must be `URL NAME LEASE_MS`, got {spec:?}");
+    };
+    let lease = Duration::from_millis(lease.parse()?);
+    let client = connect(url, lease).await?;
+    let guard = client.lock(name)?.lock().await?;
+    let deadline = |guard: &LockGuard| -> anyhow::Result<u128> {
+        Ok((monotonic()? + guard.remaining()).as_nanos())
+    };
+    println!(
+        "holder-token {} {}",
+        guard.fencing_token().get(),
+        deadline(&guard)?
+    );
+    let line = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    if line.trim() != "go" {
+        // Held (and renewed) until the parent kills this process.
+        std::future::pending::<()>().await;
+    }
+    let held = guard.is_held();
+    println!(
+        "holder-belief {held} {} {}",
+        deadline(&guard)?,
+        unix_millis()?
+    );
+    let outcome = match guard.unlock().await {
+        Ok(()) => "ok".to_owned(),
+        Err(Error::NotOwner { .. }) => "not-owner".to_owned(),
+        Err(Error::LeaseExpired { .. }) => "expired".to_owned(),
+        Err(e) => format!("error:{}", e.to_string().replace(' ', "_")),
+    };
+    println!("holder-release {outcome}");
+    Ok(true)
+}
