@@ -11,11 +11,8 @@ use ferrisson_chaos::{Config, HolderCommand, Scenario, ScenarioReport};
 /// counters (see docs/SAFETY.md).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenario name, or `all` (one of: latency, acquire-reply-delayed,
-    /// holder-blackholed, reset-during-acquire, reset-during-release, redis-paused,
-    /// script-flush, executor-starved, holder-killed, lagging-replica-promoted,
-    /// redlock-minority-killed, redlock-restarted-at-once, redlock-restarted-after-ttl).
-    #[arg(value_name = "SCENARIO")]
+    /// Scenario name, or `all` (the default).
+    #[arg(value_name = "SCENARIO", value_parser = scenario_names())]
     scenario: Option<String>,
 
     /// Iterations per scenario.
@@ -29,6 +26,11 @@ pub struct Args {
     /// Write the reports as JSON to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<std::path::PathBuf>,
+}
+
+fn scenario_names() -> clap::builder::PossibleValuesParser {
+    let names = std::iter::once("all").chain(Scenario::ALL.iter().map(|s| s.name()));
+    clap::builder::PossibleValuesParser::new(names)
 }
 
 /// Runs the scenarios; exit code 1 when an expected result did not hold.

@@ -44,7 +44,10 @@ fn holder_killed_runs_with_the_binary_as_holder_and_writes_json() -> anyhow::Res
 #[test]
 fn an_unknown_scenario_is_refused() -> anyhow::Result<()> {
     let output = chaos(&["no-such-fault", "--iterations", "1"])?;
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown scenario"));
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("invalid value 'no-such-fault'"), "{stderr}");
+    // The error lists what is valid.
+    assert!(stderr.contains("server-clock-jumped"), "{stderr}");
     Ok(())
 }
