@@ -1,17 +1,315 @@
-//! TODO(memory): being written.
+//! Memory pressure on the lock server: an evicting `maxmemory-policy` that drops the
+//! held lock's key (a documented unsafe case), and `noeviction` with memory full (must
+//! stay safe).
+//!
+//! Each iteration runs its own `redis-server`, since both scenarios leave the server's
+//! memory settings and contents in a state no other scenario should inherit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use ferrisson::{Client, LockGuard};
+use ferrisson_testkit::RedisServer;
 
 use crate::checker::Counters;
-use crate::history::History;
-use crate::scenarios::{Config, Scenario};
+use crate::history::{EventKind, History, Recorder};
+use crate::resource::Resource;
+use crate::scenarios::{
+    Config, Scenario, acquire, connect, critical_section, granted, keys_left, rec_belief, release,
+    watch,
+};
+
+/// One junk value. Large, so that a few of them fill the server and each eviction
+/// frees enough room to stop the eviction loop: the small keys (the lock and its fencing
+/// counter) then compete with only a handful of junk keys for each random pick.
+const JUNK_VALUE_BYTES: usize = 64 * 1024;
+
+/// `maxmemory` of `key-evicted`. An empty `redis-server` 7.0 uses about 0.9 MB, so this
+/// leaves room for about a dozen junk values.
+const EVICTING_MAXMEMORY: &str = "2mb";
+
+/// Junk written before `memory-full-noeviction` lowers `maxmemory` below it.
+const FULL_JUNK_KEYS: usize = 32;
+
+/// Writes after which `key-evicted` gives up on seeing the lock key evicted. At about a
+/// dozen resident keys per random pick this is never reached by chance.
+const MAX_JUNK_KEYS: usize = 10_000;
+
+const EVICTED_AFTER: &str = "fill_until_lock_evicted";
+const ACQUIRE_AFTER_FREED: &str = "acquire_after_memory_freed";
 
 pub(crate) async fn run_once(
     scenario: Scenario,
-    _config: &Config,
-    _history: &History,
-    _name: &str,
+    config: &Config,
+    history: &History,
+    name: &str,
 ) -> anyhow::Result<()> {
-    anyhow::bail!("{} is not written yet", scenario.name())
+    match scenario {
+        Scenario::KeyEvicted => key_evicted(config, history, name).await,
+        Scenario::MemoryFull => memory_full(config, history, name).await,
+        other => bail!("{} is not a memory scenario", other.name()),
+    }
 }
 
 /// Scenario-specific expected results, added to `failures`.
-pub(crate) fn expectations(_scenario: Scenario, _c: &Counters, _failures: &mut Vec<String>) {}
+pub(crate) fn expectations(scenario: Scenario, c: &Counters, failures: &mut Vec<String>) {
+    match scenario {
+        // Each iteration grants A and B once; A's renewal finds its key gone, so the
+        // lost-lock signal must fire for A, and only for A, every time.
+        Scenario::KeyEvicted if c.lost_signals * 2 != c.acquires_ok => {
+            failures.push(format!(
+                "lost signals = {}, expected one per iteration (half the {} grants): \
+                 the holder whose key was evicted must be told",
+                c.lost_signals, c.acquires_ok
+            ));
+        }
+        Scenario::MemoryFull => {
+            // Redis refuses a script under OOM only at its first command flagged
+            // `denyoom`; the renewal (HEXISTS, PEXPIRE) and the release (HMGET, DEL,
+            // PUBLISH) have none, so the holder must not lose its lock to a full memory.
+            if c.lost_signals != 0 {
+                failures.push(format!(
+                    "lost signals = {}, expected 0: the holder must keep renewing while \
+                     memory is full",
+                    c.lost_signals
+                ));
+            }
+            // Per iteration: A granted, B refused while A holds, B refused while memory
+            // is full (the acquire creates keys), B granted once the junk is gone.
+            if c.acquires_ok != c.acquires_failed {
+                failures.push(format!(
+                    "{} grants and {} refusals, expected as many of each (A; B after the \
+                     memory was freed / B while A held; B while memory was full)",
+                    c.acquires_ok, c.acquires_failed
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Junk keys written from a raw connection, so that the lock's client sees nothing but
+/// their effect on the server's memory.
+struct Junk<'a> {
+    server: &'a RedisServer,
+    value: String,
+    keys: Vec<String>,
+}
+
+impl<'a> Junk<'a> {
+    fn new(server: &'a RedisServer) -> Self {
+        Self {
+            server,
+            value: "x".repeat(JUNK_VALUE_BYTES),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Writes one more junk key; returns the server's reply line (`+OK` or an error).
+    fn add(&mut self) -> anyhow::Result<String> {
+        let key = format!("chaos-junk:{}", self.keys.len());
+        let reply = self.server.command(&["SET", &key, &self.value])?;
+        self.keys.push(key);
+        Ok(reply)
+    }
+
+    /// Deletes every junk key written (some may be evicted already), and nothing else:
+    /// the lock's keys must stay as the scenario left them.
+    fn clear(&mut self) -> anyhow::Result<()> {
+        for chunk in self.keys.chunks(500) {
+            let mut args = vec!["DEL"];
+            args.extend(chunk.iter().map(String::as_str));
+            let reply = self.server.command(&args)?;
+            if reply.starts_with('-') {
+                bail!("deleting the junk failed: {reply}");
+            }
+        }
+        self.keys.clear();
+        Ok(())
+    }
+}
+
+fn used_memory(server: &RedisServer) -> anyhow::Result<u64> {
+    let info = server.command(&["INFO", "memory"])?;
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .with_context(|| format!("no used_memory in INFO memory: {info:?}"))?;
+    Ok(line.trim().parse()?)
+}
+
+/// One non-waiting acquire by `rec`, recorded: a grant, `held`, or Redis's error.
+async fn try_acquire(
+    rec: &Recorder,
+    grant: usize,
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<Option<LockGuard>> {
+    rec.record(grant, EventKind::AcquireInvoked);
+    let reason = match client.lock(name)?.try_lock().await {
+        Ok(Some(guard)) => {
+            granted(rec, grant, &guard);
+            return Ok(Some(guard));
+        }
+        Ok(None) => "held".to_owned(),
+        // The record must say *why* (an OOM refusal), which ferrisson's error keeps in
+        // its source, not in its own message.
+        Err(e) => match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    };
+    rec.record(grant, EventKind::AcquireFailed { reason });
+    Ok(None)
+}
+
+/// A holds the lock; junk is written until an `allkeys-random` eviction removes the lock
+/// key; the pressure passes (junk deleted); B takes the lock while A still believes it
+/// holds it. A, well-behaved, checks `is_held()` before writing, writes with its token,
+/// and watches for a lease while B works.
+async fn key_evicted(config: &Config, history: &History, name: &str) -> anyhow::Result<()> {
+    let lease = config.lease;
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    let resource = Arc::new(Resource::default());
+    // allkeys-random, not allkeys-lru: the watchdog touches the lock key every third of
+    // a lease, so under LRU it is among the freshest keys and survives while junk goes,
+    // and whether it goes at all depends on sampling luck. Under random eviction every
+    // key is equally likely to go, which is what any evicting policy promises at worst.
+    // (The volatile-* policies are worse still for locks: they evict only keys with a
+    // TTL, and the lock is the key with a TTL.)
+    let server = RedisServer::start_with_args(&[
+        "--maxmemory",
+        EVICTING_MAXMEMORY,
+        "--maxmemory-policy",
+        "allkeys-random",
+    ])
+    .context("redis-server")?;
+    let ca = connect(&server.url(), lease).await?;
+    let cb = connect(&server.url(), lease).await?;
+    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+        bail!("A could not take the lock on an empty server");
+    };
+    resource.enter(&a, 0, guard.fencing_token().get());
+    rec_belief(&a, &guard);
+
+    let mut junk = Junk::new(&server);
+    let lock = cb.lock(name)?;
+    let started = Instant::now();
+    // Each command run above maxmemory first evicts random keys until memory fits, so
+    // the EXISTS behind is_locked() sees what the previous SET pushed out.
+    while lock.is_locked().await? {
+        if junk.keys.len() >= MAX_JUNK_KEYS {
+            bail!("the lock key survived {MAX_JUNK_KEYS} junk writes");
+        }
+        let reply = junk.add()?;
+        if reply.starts_with('-') {
+            bail!("a junk write was refused under allkeys-random: {reply}");
+        }
+    }
+    a.record(
+        0,
+        EventKind::Measure {
+            name: EVICTED_AFTER.into(),
+            millis: started.elapsed().as_millis() as u64,
+        },
+    );
+    tracing::debug!(junk_keys = junk.keys.len(), "lock key evicted");
+    // The pressure passes before B comes, so that B's own keys are not evicted in turn:
+    // the run shows one eviction, not a cascade.
+    junk.clear()?;
+
+    if let Some(gb) = acquire(&b, 0, &cb, name, lease * 10).await? {
+        let token_b = gb.fencing_token().get();
+        resource.enter(&b, 0, token_b);
+        // Nothing has told A yet: its next renewal is up to a third of a lease away.
+        rec_belief(&a, &guard);
+        if guard.is_held() {
+            resource.write(&a, 0, guard.fencing_token().get());
+        }
+        let b_section = async {
+            watch(&b, 0, &gb, lease / 4).await;
+            if gb.is_held() {
+                resource.write(&b, 0, token_b);
+            }
+            resource.exit(&b, 0);
+            release(&b, 0, gb).await;
+        };
+        // A's watchdog renewal finds the key gone or taken: the lost signal.
+        tokio::join!(b_section, watch(&a, 0, &guard, lease));
+    }
+    resource.exit(&a, 0);
+    release(&a, 0, guard).await;
+    keys_left(&b, &cb, name, lease).await
+}
+
+/// A holds the lock; the server under `noeviction` is filled past `maxmemory`; A must keep
+/// renewing for two leases, B must be refused; A releases; B's acquire under full memory
+/// is refused (OOM); the junk is deleted; B takes the lock.
+async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::Result<()> {
+    let lease = config.lease;
+    let (a, b) = (history.recorder(0), history.recorder(1));
+    let resource = Arc::new(Resource::default());
+    let server = RedisServer::start_with_args(&["--maxmemory-policy", "noeviction"])
+        .context("redis-server")?;
+    let ca = connect(&server.url(), lease).await?;
+    let cb = connect(&server.url(), lease).await?;
+    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+        bail!("A could not take the lock on an empty server");
+    };
+    let token_a = guard.fencing_token().get();
+    resource.enter(&a, 0, token_a);
+
+    // Fill, then set maxmemory halfway between the memory before and after. A server
+    // filled only up to its limit sits within a few kilobytes of it, and every
+    // connection opened or closed (client buffers count as used memory) moves it across;
+    // halfway keeps it full by a wide margin until the junk goes, and below the limit by
+    // as much afterwards. Which commands Redis refuses depends only on being above.
+    let empty = used_memory(&server)?;
+    let mut junk = Junk::new(&server);
+    for _ in 0..FULL_JUNK_KEYS {
+        let reply = junk.add()?;
+        if reply.starts_with('-') {
+            bail!("a junk write was refused before maxmemory was set: {reply}");
+        }
+    }
+    let full = used_memory(&server)?;
+    let limit = u64::midpoint(empty, full);
+    server.command(&["CONFIG", "SET", "maxmemory", &limit.to_string()])?;
+    let probe = server.command(&["SET", "chaos-probe", "1"])?;
+    if !probe.starts_with("-OOM") {
+        bail!("memory is not full: a SET answered {probe:?} (used {full}, maxmemory {limit})");
+    }
+
+    // Renewals every third of a lease, for two leases, all while memory is full.
+    watch(&a, 0, &guard, lease * 2).await;
+    if let Some(g) = try_acquire(&b, 0, &cb, name).await? {
+        // A double grant: the checker counts it.
+        release(&b, 0, g).await;
+    }
+    if guard.is_held() {
+        resource.write(&a, 0, token_a);
+    }
+    resource.exit(&a, 0);
+    release(&a, 0, guard).await;
+
+    // The lock is free now, but a new hold needs new keys (the fencing INCR is the first
+    // write), which Redis refuses while memory is full.
+    if let Some(g) = try_acquire(&b, 1, &cb, name).await? {
+        critical_section(&b, 1, g, &resource, lease / 4).await;
+    }
+
+    junk.clear()?;
+    let freed = Instant::now();
+    if let Some(g) = acquire(&b, 2, &cb, name, lease * 10).await? {
+        b.record(
+            2,
+            EventKind::Measure {
+                name: ACQUIRE_AFTER_FREED.into(),
+                millis: freed.elapsed().as_millis() as u64,
+            },
+        );
+        critical_section(&b, 2, g, &resource, lease / 4).await;
+    }
+    keys_left(&a, &cb, name, lease).await
+}

@@ -162,13 +162,11 @@ async fn redlock_restarted_after_ttl() {
     );
 }
 
-/// The client is meant to warn at connect when the server's eviction policy can drop lock
-/// keys (`warn_if_keys_may_be_evicted` in client.rs).
-///
-/// FINDING (docs/SAFETY.md, "Eviction"): it does not. Under RESP3 `CONFIG GET` answers
-/// a map, which redis-rs 1.8 cannot convert to the `Vec<String>` the client asks for,
-/// and the error is ignored, so no warning is ever logged. This test pins the current
-/// behaviour and fails once the client is fixed: then flip the first assertion.
+/// The client warns at connect when the server's eviction policy can drop lock keys
+/// (`warn_if_keys_may_be_evicted` in client.rs): a warning naming the policy with
+/// `allkeys-lru`, none with `noeviction`. The warning once went missing unnoticed (under
+/// RESP3 `CONFIG GET` answers a map, which the client read as a list and dropped the
+/// error; docs/SAFETY.md, finding 1), so its absence must fail a test.
 #[test]
 fn eviction_policy_warning() {
     use std::sync::{Arc, Mutex};
@@ -251,4 +249,25 @@ async fn client_clock_jumped() {
     // B refused under each of the two steps, then granted after the release.
     assert_eq!(r.counters.acquires_failed, 2 * u64::from(ITERATIONS));
     assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_evicted_is_unsafe_as_documented() {
+    let r = small(Scenario::KeyEvicted).await;
+    assert!(r.documented_unsafe);
+    // B gets the lock in every iteration, so A's loss must be signalled in every one.
+    assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
+    assert_eq!(r.counters.lost_signals, u64::from(ITERATIONS));
+    assert!(r.counters.double_grants >= 1, "{:?}", r.counters);
+    assert!(r.counters.measures.contains_key("fill_until_lock_evicted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_full_noeviction() {
+    let r = small(Scenario::MemoryFull).await;
+    assert_eq!(r.counters.double_grants, 0);
+    assert_eq!(r.counters.lost_signals, 0, "renewals go through under OOM");
+    // A, and B once the memory is freed; B refused while A holds and while memory is full.
+    assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
+    assert_eq!(r.counters.acquires_failed, 2 * u64::from(ITERATIONS));
 }
