@@ -65,6 +65,7 @@ pub enum Scenario {
     /// documented unsafe case (the client warns about the policy at connect).
     KeyEvicted,
     /// The same memory pressure under `noeviction`: writes are refused, the lock is kept.
+    #[serde(rename = "memory-full-noeviction")]
     MemoryFull,
     /// A [`FairLock`](ferrisson::FairLock) holder's link blackholed for two leases while
     /// a queued waiter takes over.
