@@ -173,9 +173,10 @@ async fn key_evicted(config: &Config, history: &History, name: &str) -> anyhow::
     let (a, b) = (history.recorder(0), history.recorder(1));
     let resource = Arc::new(Resource::default());
     // allkeys-random, not allkeys-lru: the watchdog touches the lock key every third of
-    // a lease, so under LRU it is among the freshest keys and survives while junk goes,
-    // and whether it goes at all depends on sampling luck. Under random eviction every
-    // key is equally likely to go, which is what any evicting policy promises at worst.
+    // a lease, so under LRU it goes only after keys idle for longer, and among keys
+    // touched within the LRU clock's one-second resolution by sampling luck: whether
+    // it goes would depend on what else the server holds. Under random eviction every
+    // key is equally likely to go, which is what any evicting policy allows at worst.
     // (The volatile-* policies are worse still for locks: they evict only keys with a
     // TTL, and the lock is the key with a TTL.)
     let server = RedisServer::start_with_args(&[
