@@ -4,6 +4,7 @@ use crate::checker::Counters;
 use crate::history::History;
 use crate::scenarios::{Config, Env, Scenario};
 
+#[allow(clippy::unused_async)] // a stub until the scenarios land
 pub(crate) async fn run_once(
     scenario: Scenario,
     _config: &Config,

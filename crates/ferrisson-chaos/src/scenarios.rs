@@ -17,9 +17,8 @@ use crate::redlock_scenarios::{self, Nodes, RedlockFault};
 use crate::resource::Resource;
 use crate::{clock_scenarios, memory_scenarios, primitive_scenarios};
 
-/// A fault scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// A fault scenario. Serialized as its command-line [`name`](Scenario::name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
     /// Every call of both clients delayed by 30–60 % of the lease (each way).
     Latency,
@@ -65,7 +64,6 @@ pub enum Scenario {
     /// documented unsafe case (the client warns about the policy at connect).
     KeyEvicted,
     /// The same memory pressure under `noeviction`: writes are refused, the lock is kept.
-    #[serde(rename = "memory-full-noeviction")]
     MemoryFull,
     /// A [`FairLock`](ferrisson::FairLock) holder's link blackholed for two leases while
     /// a queued waiter takes over.
@@ -76,6 +74,12 @@ pub enum Scenario {
     /// An [`ExpirableSemaphore`](ferrisson::ExpirableSemaphore) (one permit) holder's
     /// link blackholed past its permit's lease while another client takes the permit.
     ExpirablePermitBlackholed,
+}
+
+impl Serialize for Scenario {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 impl Scenario {
@@ -946,4 +950,18 @@ pub fn table(reports: &[ScenarioReport]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scenario;
+
+    #[test]
+    fn every_scenario_is_named_the_same_on_the_command_line_and_in_json() {
+        for scenario in Scenario::ALL {
+            let json = serde_json::to_string(&scenario).expect("serializes");
+            assert_eq!(json, format!("\"{}\"", scenario.name()));
+            assert_eq!(Scenario::from_name(scenario.name()), Some(scenario));
+        }
+    }
 }
