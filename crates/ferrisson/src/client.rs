@@ -60,7 +60,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a malformed URL, [`Error::Connect`] when the server
-    /// cannot be reached or refuses the credentials.
+    /// cannot be reached or refuses the credentials, [`Error::UnsupportedServer`] when it
+    /// is older than Redis 7.0.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
     }
@@ -196,7 +197,8 @@ impl ClientBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a malformed URL or a zero timeout or lease,
-    /// [`Error::Connect`] when the server cannot be reached or refuses the credentials.
+    /// [`Error::Connect`] when the server cannot be reached or refuses the credentials,
+    /// [`Error::UnsupportedServer`] when it is older than Redis 7.0.
     pub async fn connect(self) -> Result<Client> {
         let redacted_url = redact_url(&self.url);
         validate_lease(self.watchdog_lease)?;
@@ -232,6 +234,8 @@ impl ClientBuilder {
                 url: redacted_url.clone(),
                 source: e,
             })?;
+        // Before the scripts: an old server would fail them with a Lua compile error.
+        check_server_version(&mut conn).await?;
         scripts::preload(&mut conn).await.map_err(|e| match e {
             Error::Redis(source) => Error::Connect {
                 url: redacted_url.clone(),
@@ -257,6 +261,52 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// The oldest major version that can load the scripts, which start with a Redis 7
+/// shebang (`#!lua flags=allow-oom`, ...).
+const MIN_SERVER_MAJOR: u32 = 7;
+
+/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`].
+///
+/// Reads the version from `HELLO`, not `INFO`: an ACL may forbid `INFO`, but not `HELLO`,
+/// which the RESP3 connection itself needed to start. A reply without a readable version
+/// does not block the connect (the script load then shows what the server lacks).
+async fn check_server_version(conn: &mut ConnectionManager) -> Result<()> {
+    // `HELLO 3` on a RESP3 connection switches nothing; `HELLO` without arguments would
+    // be simpler but needs 6.2, and a 6.0 server must get the version error too.
+    let reply: redis::RedisResult<std::collections::HashMap<String, redis::Value>> =
+        redis::cmd("HELLO").arg(3).query_async(conn).await;
+    let version = match reply {
+        Ok(mut fields) => match fields.remove("version") {
+            Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Some(redis::Value::SimpleString(text) | redis::Value::VerbatimString { text, .. }) => {
+                text
+            }
+            other => {
+                tracing::debug!(reply = ?other, "HELLO gave no readable server version");
+                return Ok(());
+            }
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "HELLO failed; server version not checked");
+            return Ok(());
+        }
+    };
+    if version_too_old(&version) {
+        return Err(Error::UnsupportedServer { version });
+    }
+    Ok(())
+}
+
+/// True when `version` (`"6.2.14"`) names a major version below [`MIN_SERVER_MAJOR`];
+/// false for anything unreadable, which is left to the script load to judge.
+fn version_too_old(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.trim().parse::<u32>().ok())
+        .is_some_and(|major| major < MIN_SERVER_MAJOR)
 }
 
 /// Locks are keys with a TTL: a server that evicts such keys under memory pressure can
@@ -307,7 +357,22 @@ pub(crate) fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_url, version_too_old};
+
+    #[test]
+    fn servers_before_redis_7_are_too_old() {
+        assert!(version_too_old("6.2.14"));
+        assert!(version_too_old("6.0.9"));
+        assert!(version_too_old("5.0.7"));
+        assert!(!version_too_old("7.0.15"));
+        assert!(!version_too_old("7.2.4"));
+        assert!(!version_too_old("8.0.0"));
+        // Unstable builds report 255.255.255.
+        assert!(!version_too_old("255.255.255"));
+        // Unreadable: not refused here.
+        assert!(!version_too_old(""));
+        assert!(!version_too_old("unknown"));
+    }
 
     #[test]
     fn passwords_are_redacted() {

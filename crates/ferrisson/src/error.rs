@@ -65,6 +65,15 @@ pub enum Error {
         unix_seconds: i64,
     },
 
+    /// The server is older than Redis 7.0. Ferrisson's scripts declare script flags (so
+    /// that renewals and releases run when the server's memory is full), which older
+    /// servers cannot load.
+    #[error("ferrisson needs Redis 7.0 or later, the server is {version}")]
+    UnsupportedServer {
+        /// The version the server reported.
+        version: String,
+    },
+
     /// A holder of a read-write lock's read side asked for its write side. Waiting would
     /// deadlock against any other reader doing the same, so it is refused at once:
     /// release the read guards first, or take the write side first and read inside it.
