@@ -1,4 +1,7 @@
+#!lua
 -- Acquires, re-enters or queues for a fair lock: granted strictly in queue order.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token} (a Lock's layout)
 -- KEYS[2]: the lock's fencing counter (a string that never expires)
 -- KEYS[3]: the wait queue, a sorted set {<owner>: arrival number}

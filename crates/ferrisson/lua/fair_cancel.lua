@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Removes a waiter from a fair lock's queue (its wait was cancelled or timed out).
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
 -- KEYS[2]: the wait queue, a sorted set {<owner>: arrival number}
 -- KEYS[3]: the waiters' keep-alive deadlines, a sorted set {<owner>: server time in ms}

@@ -1,4 +1,7 @@
+#!lua
 -- Writes a value unless a holder with a newer fencing token has written before.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the resource hash {value: bytes, fence: highest token accepted}
 -- ARGV[1]: value
 -- ARGV[2]: fencing token of the writer

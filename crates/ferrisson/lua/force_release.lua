@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Deletes a lock whoever holds it and wakes its waiters.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock key
 -- KEYS[2]: the lock's release channel
 -- Returns: 1 a lock was deleted; 0 there was none.

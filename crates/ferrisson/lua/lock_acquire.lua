@@ -1,4 +1,7 @@
+#!lua
 -- Acquires or re-enters a reentrant lock.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
 -- KEYS[2]: the lock's fencing counter (a string that never expires)
 -- ARGV[1]: owner id

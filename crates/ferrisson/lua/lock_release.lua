@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Releases one hold of a reentrant lock; deletes it and publishes when the last goes.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock hash
 -- KEYS[2]: the lock's release channel
 -- ARGV[1]: owner id

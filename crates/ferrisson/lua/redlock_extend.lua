@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Compare-and-pexpire: extends one Redlock node's key only while it still holds the token.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock key on this node (a string holding the token)
 -- ARGV[1]: token
 -- ARGV[2]: new time to live in milliseconds

@@ -1,4 +1,7 @@
+#!lua
 -- Acquires or re-enters the read or the write side of a read-write lock.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the lock hash {mode: 'read'|'write', writer: owner, fence: token,
 --          r:<owner>: read holds, w:<owner>: write holds, d:<owner>: the owner's lease
 --          deadline in server ms, i:<owner>: a waiting writer's intent (its deadline in

@@ -1,5 +1,8 @@
+#!lua flags=allow-oom
 -- Deletes a read-write lock whoever holds it (every reader and the writer) and wakes
 -- its waiters.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock hash (layout in rwlock_acquire.lua)
 -- KEYS[2]: the channel read waiters listen on
 -- KEYS[3]: the channel write waiters listen on

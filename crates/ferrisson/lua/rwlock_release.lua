@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Releases one read or write hold of a read-write lock and wakes whoever can now proceed.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock hash (layout in rwlock_acquire.lua)
 -- KEYS[2]: the channel read waiters listen on
 -- KEYS[3]: the channel write waiters listen on

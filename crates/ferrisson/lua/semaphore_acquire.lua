@@ -1,4 +1,7 @@
+#!lua
 -- Takes permits from a semaphore if enough are available.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the semaphore's available-permit counter
 -- ARGV[1]: number of permits wanted (>= 1)
 -- Returns: 1 acquired; 0 not enough permits available; -1 the semaphore does not exist

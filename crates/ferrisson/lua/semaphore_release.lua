@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Returns permits to a semaphore and wakes as many waiters as permits came back.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the semaphore's available-permit counter
 -- KEYS[2]: the semaphore's release channel
 -- ARGV[1]: number of permits returned (>= 1)

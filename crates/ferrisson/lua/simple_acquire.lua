@@ -1,4 +1,7 @@
+#!lua
 -- Acquires a non-reentrant lock: SET NX PX with the holder's random token.
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the lock key (a string holding the token)
 -- ARGV[1]: token
 -- ARGV[2]: lease in milliseconds

@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Compare-and-delete: releases a non-reentrant lock only if the token still matches.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock key
 -- KEYS[2]: the lock's release channel
 -- ARGV[1]: token

@@ -1,5 +1,8 @@
+#!lua
 -- Takes one permit of an expirable semaphore under a fresh id, after returning every
 -- permit whose lease ran out (server time, so client clock skew cannot shorten a lease).
+-- No allow-oom: with memory full, Redis refuses this script before it runs (without a
+-- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the semaphore's free-permit counter
 -- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
 -- KEYS[3]: the semaphore's release channel

@@ -1,5 +1,7 @@
+#!lua flags=no-writes
 -- Reads an expirable semaphore without changing it: expired permits are counted as
 -- free, as the next acquire will reclaim them.
+-- no-writes: it only reads, so it runs when memory is full.
 -- KEYS[1]: the semaphore's free-permit counter
 -- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
 -- ARGV[1]: at most this many held permits to list, earliest expiry first

@@ -1,4 +1,7 @@
+#!lua flags=allow-oom
 -- Gives a held permit of an expirable semaphore a new lease, counted from now.
+-- allow-oom: what is held must stay renewable and releasable when memory is full, so
+-- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the held permits, a sorted set {permit id: expiry in server ms}
 -- ARGV[1]: the permit's id
 -- ARGV[2]: new lease in milliseconds

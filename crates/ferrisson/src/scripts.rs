@@ -3,6 +3,20 @@
 //! Calls go through `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a server
 //! restart) makes redis-rs load the script and retry, so a flushed cache costs one extra
 //! round trip, never an error.
+//!
+//! Under `maxmemory-policy noeviction` with memory full, Redis refuses a script without
+//! a shebang at its first `denyoom` command (`HSET`, `HINCRBY`, `INCR`, `ZADD`, ...),
+//! unless another write ran before it in the same call: whether a script ran then
+//! depended on the order of its commands. So every script declares it with a Redis 7
+//! shebang on its first line:
+//!
+//! - `#!lua flags=allow-oom`: renewals, releases, count-downs, cancels, deletes. What is
+//!   held stays renewable and releasable while memory is full; these never create a key.
+//! - `#!lua` (no flags): acquires and anything that can create keys. Refused before they
+//!   run while memory is full, whatever their first command.
+//! - `#!lua flags=no-writes`: reads.
+//!
+//! The shebang is why ferrisson needs Redis 7.0 (`Client::connect` checks the version).
 
 use std::sync::LazyLock;
 
@@ -67,4 +81,20 @@ pub(crate) async fn preload(conn: &mut ConnectionManager) -> Result<()> {
     }
     let _: Vec<String> = pipe.query_async(conn).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SOURCES;
+
+    #[test]
+    fn every_script_declares_how_it_runs_with_memory_full() {
+        for source in SOURCES {
+            let first = source.lines().next().unwrap_or_default();
+            assert!(
+                ["#!lua", "#!lua flags=allow-oom", "#!lua flags=no-writes"].contains(&first),
+                "a script starts with {first:?}, not a shebang:\n{source}"
+            );
+        }
+    }
 }

@@ -1,0 +1,334 @@
+//! A lock server whose memory is full under `maxmemory-policy noeviction`, against real
+//! redis-server processes: what a holder has stays renewable and releasable (the scripts
+//! flagged `allow-oom`), and every new acquire fails at once with Redis's `OOM` error.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use ferrisson::{Client, Error};
+use ferrisson_testkit::RedisServer;
+use sync_support::{HANG, NO_RECHECK, raw, until_calls, within};
+
+mod common;
+mod sync_support;
+
+/// Short, so that a lock that is not renewed is lost within the test.
+const LEASE: Duration = Duration::from_millis(300);
+/// Junk written before `maxmemory` is lowered below it: 2 MiB in all.
+const JUNK_KEYS: usize = 32;
+const JUNK_VALUE_BYTES: usize = 64 * 1024;
+
+fn noeviction_server() -> anyhow::Result<RedisServer> {
+    Ok(RedisServer::start_with_args(&[
+        "--maxmemory-policy",
+        "noeviction",
+    ])?)
+}
+
+/// The server's memory held full by junk keys written from outside the library.
+struct FullMemory<'a> {
+    server: &'a RedisServer,
+}
+
+impl<'a> FullMemory<'a> {
+    /// Writes the junk, then sets `maxmemory` halfway between the memory used before and
+    /// after. A limit just under the used memory would be crossed back by a connection
+    /// closing (client buffers count as used memory); halfway keeps the server full by
+    /// about a megabyte. Every client a test uses must be connected before this.
+    fn fill(server: &'a RedisServer) -> anyhow::Result<Self> {
+        let empty = used_memory(server)?;
+        let value = "x".repeat(JUNK_VALUE_BYTES);
+        for i in 0..JUNK_KEYS {
+            let reply = server.command(&["SET", &format!("junk:{i}"), &value])?;
+            if reply != "+OK" {
+                bail!("a junk write was refused before maxmemory was set: {reply}");
+            }
+        }
+        let full = used_memory(server)?;
+        let limit = u64::midpoint(empty, full);
+        server.command(&["CONFIG", "SET", "maxmemory", &limit.to_string()])?;
+        let probe = server.command(&["SET", "probe", "1"])?;
+        if !probe.starts_with("-OOM") {
+            bail!("memory is not full: a SET answered {probe:?} (used {full}, maxmemory {limit})");
+        }
+        Ok(Self { server })
+    }
+
+    /// Deletes the junk (and nothing else); the server accepts writes again.
+    fn free(self) -> anyhow::Result<()> {
+        let keys: Vec<String> = (0..JUNK_KEYS).map(|i| format!("junk:{i}")).collect();
+        let mut args = vec!["DEL"];
+        args.extend(keys.iter().map(String::as_str));
+        let deleted = self.server.command(&args)?;
+        if deleted != format!(":{JUNK_KEYS}") {
+            bail!("deleting the junk answered {deleted:?}");
+        }
+        let probe = self.server.command(&["SET", "probe", "1"])?;
+        if probe != "+OK" {
+            bail!("memory is still full after the junk went: a SET answered {probe:?}");
+        }
+        self.server.command(&["DEL", "probe"])?;
+        Ok(())
+    }
+}
+
+fn used_memory(server: &RedisServer) -> anyhow::Result<u64> {
+    let info = server.command(&["INFO", "memory"])?;
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .with_context(|| format!("no used_memory in INFO memory: {info:?}"))?;
+    Ok(line.trim().parse()?)
+}
+
+/// `result` must be Redis's refusal for want of memory.
+fn expect_oom<T>(what: &str, result: Result<T, Error>) -> anyhow::Result<()> {
+    match result {
+        Ok(_) => bail!("{what} succeeded while memory was full"),
+        Err(Error::Redis(e)) if e.code() == Some("OOM") => Ok(()),
+        Err(e) => bail!("{what}: expected an OOM refusal, got {e:?}"),
+    }
+}
+
+/// Whether `key` exists, asked from outside the library.
+fn exists(server: &RedisServer, key: &str) -> anyhow::Result<bool> {
+    match server.command(&["EXISTS", key])?.as_str() {
+        ":1" => Ok(true),
+        ":0" => Ok(false),
+        other => bail!("EXISTS {key} answered {other:?}"),
+    }
+}
+
+/// How many holders a read-write lock hash has (one `d:<owner>` deadline each), read
+/// with a plain command: `RwLock::inspect` reads in `MULTI`, which Redis refuses while
+/// memory is full.
+async fn deadlines(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> anyhow::Result<usize> {
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(key).query_async(conn).await?;
+    Ok(fields.iter().filter(|f| f.starts_with("d:")).count())
+}
+
+#[tokio::test]
+async fn reentered_lock_releases_both_holds() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = common::client_with_lease(&server, LEASE).await?;
+    let lock = client.lock("reentered")?;
+    let outer = lock.lock().await?;
+    let inner = lock.lock().await?;
+    assert_eq!(lock.hold_count().await?, 2);
+    let memory = FullMemory::fill(&server)?;
+
+    // A third hold is an acquire: refused, and the two holds are left as they were.
+    expect_oom("re-entering", lock.try_lock().await)?;
+    assert_eq!(lock.hold_count().await?, 2);
+    assert!(outer.is_held() && inner.is_held());
+
+    // The inner release rewrites the hold count (HSET), which a plain script may not do
+    // with memory full; before the fix the outer release then failed too.
+    inner.unlock().await?;
+    assert_eq!(lock.hold_count().await?, 1);
+    assert!(outer.is_held(), "the outer hold survives the inner release");
+    outer.unlock().await?;
+    assert!(!lock.is_locked().await?);
+    assert!(!exists(&server, "{reentered}")?);
+    memory.free()
+}
+
+#[tokio::test]
+async fn rwlock_readers_and_writer_keep_renewing_and_release() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let a = common::client_with_lease(&server, LEASE).await?;
+    let b = common::client_with_lease(&server, LEASE).await?;
+    let read_a = a.rwlock("shared")?.read().await?;
+    let read_b = b.rwlock("shared")?.read().await?;
+    let write = a.rwlock("exclusive")?.write().await?;
+    let memory = FullMemory::fill(&server)?;
+
+    // Each renewal rewrites the holder's deadline in the hash (HSET). Without renewals
+    // every hold would be lost within the first lease; watch for four.
+    let lost = tokio::time::timeout(LEASE * 4, async {
+        tokio::select! {
+            () = read_a.lost() => "A's read",
+            () = read_b.lost() => "B's read",
+            () = write.lost() => "the write",
+        }
+    })
+    .await;
+    if let Ok(which) = lost {
+        bail!("{which} hold was lost while memory was full");
+    }
+    assert!(read_a.is_held() && read_b.is_held() && write.is_held());
+    let mut conn = raw(&server).await?;
+    assert_eq!(deadlines(&mut conn, "{shared}").await?, 2);
+
+    // A reader leaving while another stays remembers its release id (HSET); the last
+    // one and the writer delete the hash.
+    read_a.unlock().await?;
+    assert_eq!(deadlines(&mut conn, "{shared}").await?, 1);
+    read_b.unlock().await?;
+    write.unlock().await?;
+    assert!(!exists(&server, "{shared}")?);
+    assert!(!exists(&server, "{exclusive}")?);
+    memory.free()
+}
+
+#[tokio::test]
+async fn fair_lock_releases_and_a_queued_waiter_is_refused() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let a = common::client_with_lease(&server, LEASE).await?;
+    let b = common::client_with_lease(&server, LEASE).await?;
+    let lock = a.fair_lock("fair")?;
+    let outer = lock.lock().await?;
+    let inner = lock.lock().await?;
+    // The waiter refreshes its queue entry every third of this keep-alive, with the
+    // acquire script.
+    let b_lock = b
+        .fair_lock("fair")?
+        .with_waiter_keepalive(Duration::from_millis(300))?;
+    let waiter = tokio::spawn(async move { b_lock.lock().await.map(drop) });
+    let queued = common::eventually(HANG, || async {
+        server.command(&["ZCARD", "{fair}:queue"]).ok().as_deref() == Some(":1")
+    })
+    .await;
+    assert!(queued, "the waiter never queued");
+    let memory = FullMemory::fill(&server)?;
+
+    // A waiter is an acquire in progress: its next refresh (ZADD of its deadline) is
+    // refused, and its wait ends with the error instead of hanging on.
+    let outcome = tokio::time::timeout(HANG, waiter)
+        .await
+        .context("the waiter hung while memory was full")??;
+    expect_oom("a queued fair waiter", outcome)?;
+    let left = common::eventually(HANG, || async {
+        server.command(&["EXISTS", "{fair}:queue"]).ok().as_deref() == Some(":0")
+    })
+    .await;
+    assert!(left, "the refused waiter's queue entry stayed");
+
+    inner.unlock().await?;
+    assert!(outer.is_held());
+    assert!(lock.is_locked().await?);
+    outer.unlock().await?;
+    assert!(!lock.is_locked().await?);
+    memory.free()
+}
+
+#[tokio::test]
+async fn semaphore_permits_go_back() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.semaphore("permits")?;
+    assert!(semaphore.try_set_permits(3).await?);
+    let one = semaphore.acquire().await?;
+    let two = semaphore.acquire_many(2).await?;
+    assert_eq!(semaphore.available_permits().await?, 0);
+    let memory = FullMemory::fill(&server)?;
+
+    one.release().await?;
+    expect_oom("taking a permit", semaphore.try_acquire().await)?;
+    two.release().await?;
+    assert_eq!(semaphore.available_permits().await?, 3);
+    memory.free()
+}
+
+#[tokio::test]
+async fn expirable_permits_update_their_lease_and_go_back() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client.expirable_semaphore("leases")?;
+    assert!(semaphore.try_set_permits(2).await?);
+    let mut first = semaphore.acquire(Duration::from_secs(10)).await?;
+    let second = semaphore.acquire(Duration::from_secs(10)).await?;
+    let memory = FullMemory::fill(&server)?;
+
+    // ZADD XX of the permit's new expiry.
+    assert!(first.update_lease(Duration::from_secs(600)).await?);
+    assert!(first.remaining() > Duration::from_secs(60));
+    let held = semaphore.inspect().await?.held;
+    let on_server = held
+        .iter()
+        .find(|p| p.id == first.id())
+        .context("the permit is not held")?;
+    assert!(on_server.remaining > Duration::from_secs(60), "{held:?}");
+
+    // The release's INCR of the free count.
+    assert!(first.release().await?);
+    expect_oom(
+        "taking an expirable permit",
+        semaphore.try_acquire(Duration::from_secs(10)).await,
+    )?;
+    assert!(semaphore.release(second.forget()).await?);
+    assert_eq!(semaphore.available_permits().await?, 2);
+    memory.free()
+}
+
+#[tokio::test]
+async fn latch_counts_down_and_opens() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = Client::connect(&server.url()).await?;
+    let waiter_client = Client::connect(&server.url()).await?;
+    let latch = client.count_down_latch("workers")?;
+    assert!(latch.try_set_count(2).await?);
+    let waiting = waiter_client
+        .count_down_latch("workers")?
+        .with_recheck_interval(NO_RECHECK)?;
+    let mut conn = raw(&server).await?;
+    let waiter = tokio::spawn(async move { waiting.wait().await });
+    until_calls(&mut conn, "subscribe", 1).await?;
+    let memory = FullMemory::fill(&server)?;
+
+    // DECR of the count; the last one deletes it and wakes the waiter.
+    assert_eq!(latch.count_down().await?, 1);
+    assert_eq!(latch.count_down().await?, 0);
+    within(async { anyhow::Ok(waiter.await??) }).await?;
+    assert!(!exists(&server, "{workers}")?);
+    memory.free()
+}
+
+#[tokio::test]
+async fn new_acquires_fail_with_oom_until_memory_is_freed() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = Client::connect(&server.url()).await?;
+    let memory = FullMemory::fill(&server)?;
+    // Connecting loads the scripts: SCRIPT LOAD is not refused with memory full.
+    let late = Client::connect(&server.url()).await?;
+
+    for client in [&client, &late] {
+        let lock = client.lock("fresh")?;
+        expect_oom("Lock::try_lock", lock.try_lock().await)?;
+        // A waiting acquire on a free lock fails too, rather than waiting for memory.
+        let waited = tokio::time::timeout(HANG, lock.lock())
+            .await
+            .context("Lock::lock hung")?;
+        expect_oom("Lock::lock", waited)?;
+        let rwlock = client.rwlock("fresh-rw")?;
+        expect_oom("RwLock::try_read", rwlock.try_read().await)?;
+        expect_oom("RwLock::try_write", rwlock.try_write().await)?;
+        expect_oom(
+            "FairLock::try_lock",
+            client.fair_lock("fresh-fair")?.try_lock().await,
+        )?;
+        expect_oom(
+            "SimpleLock::try_lock",
+            client.simple_lock("fresh-simple")?.try_lock().await,
+        )?;
+    }
+    assert_eq!(
+        server.command(&["DBSIZE"])?,
+        format!(":{JUNK_KEYS}"),
+        "a refused acquire left keys"
+    );
+
+    memory.free()?;
+    let guard = client
+        .lock("fresh")?
+        .try_lock()
+        .await?
+        .context("the lock is free and memory is too")?;
+    guard.unlock().await?;
+    // Only the lock's fencing counter, which never expires, is left.
+    assert_eq!(server.command(&["DBSIZE"])?, ":1");
+    Ok(())
+}
