@@ -65,9 +65,8 @@ pub(crate) fn expectations(scenario: Scenario, c: &Counters, failures: &mut Vec<
             ));
         }
         Scenario::MemoryFull => {
-            // Redis refuses a script under OOM only at its first command flagged
-            // `denyoom`; the renewal (HEXISTS, PEXPIRE) and the release (HMGET, DEL,
-            // PUBLISH) have none, so the holder must not lose its lock to a full memory.
+            // The renewal and the release scripts are flagged `allow-oom` (and create
+            // no key), so the holder must not lose its lock to a full memory.
             if c.lost_signals != 0 {
                 failures.push(format!(
                     "lost signals = {}, expected 0: the holder must keep renewing while \
@@ -294,8 +293,8 @@ async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::
     resource.exit(&a, 0);
     release(&a, 0, guard).await;
 
-    // The lock is free now, but a new hold needs new keys (the fencing INCR is the first
-    // write), which Redis refuses while memory is full.
+    // The lock is free now, but a new hold needs new keys: the acquire script is not
+    // flagged `allow-oom`, so Redis refuses it before it runs while memory is full.
     if let Some(g) = try_acquire(&b, 1, &cb, name).await? {
         critical_section(&b, 1, g, &resource, lease / 4).await;
     }

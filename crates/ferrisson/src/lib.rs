@@ -41,6 +41,12 @@
 //!
 //! Every key of a primitive shares one hash tag (`{name}`), so the layout also works on
 //! Redis Cluster. See the repository's `docs/` for the guarantees and their limits.
+//!
+//! Needs Redis 7.0 or later ([`Client::connect`] fails with
+//! [`Error::UnsupportedServer`] otherwise): the scripts declare Redis 7 script flags, so
+//! that what is held stays renewable and releasable while the server's memory is full
+//! (under `maxmemory-policy noeviction`, the recommended policy), and every acquire is
+//! refused until memory is freed.
 
 #![warn(clippy::missing_errors_doc)]
 
