@@ -1,0 +1,459 @@
+//! M6: what the watchdog costs to keep 1,000 and 10,000 locks alive, against a raw
+//! redis-rs floor measured in the same run.
+//!
+//! `cargo bench -p ferrisson --bench watchdog` (add `-- --quick` for a short run: the 3 s
+//! lease only, a one-lease window). Starts its own redis-server; prints markdown tables
+//! for BENCHMARKS.md.
+//!
+//! For each lease (the client's default, 30 s, then 3 s to make the numbers bigger) and
+//! each number of locks:
+//!
+//! - **floor**: the same number of plain keys (`SET key v PX lease`) kept alive by the
+//!   cheapest loop that does it: every lease/3, one pipeline of 100 `PEXPIRE` per 100
+//!   keys, all pipelines sent at once on one redis-rs multiplexed connection. It checks
+//!   nothing (no owner), so it is a floor, not a correct lock.
+//! - **watchdog**: one `Client` with that watchdog lease holds the locks (distinct
+//!   names, acquired by 64 tasks at once) and does nothing else.
+//!
+//! Both are measured over the same steady-state window (3 leases; it starts half a
+//! renewal period after a renewal round, so it holds 9 whole rounds), while the bench
+//! process does nothing else:
+//!
+//! - **requests/s**: renewal requests: `EVALSHA` calls for the watchdog (Redis's
+//!   `INFO commandstats`), pipelines sent for the floor (Redis cannot see pipelines);
+//! - **renewals/s**: `PEXPIRE` calls Redis executed (top-level for the floor, inside the
+//!   renewal script for the watchdog: Redis 7 counts both in `commandstats`);
+//! - **client CPU**: user+sys CPU time of this process (`getrusage(RUSAGE_SELF)`) per
+//!   second of window;
+//! - **Redis command time**: the `usec` Redis spent in the renewal commands (`EVALSHA`,
+//!   which includes the script's inner calls, or `PEXPIRE` for the floor), per second;
+//! - **Redis CPU**: `used_cpu_user` + `used_cpu_sys` of the server (`INFO cpu`) per
+//!   second: command time plus reading requests and writing replies, plus its idle
+//!   housekeeping (shown on its own in the idle row).
+//!
+//! At the end of each window every guard must still be `is_held()` (and every floor key
+//! must still exist); the table says how many were, and the least lease left on any.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ferrisson::{Client, LockGuard};
+use ferrisson_testkit::RedisServer;
+use futures_util::future::join_all;
+use futures_util::{StreamExt, TryStreamExt};
+use nix::sys::resource::{UsageWho, getrusage};
+use redis::aio::MultiplexedConnection;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Keys per renewal request: the watchdog's batch size, and the floor's pipeline size.
+const BATCH: usize = 100;
+/// Tasks acquiring the locks at once before a watchdog window.
+const ACQUIRE_TASKS: usize = 64;
+const LOCKS: [usize; 2] = [1_000, 10_000];
+
+struct Config {
+    leases: Vec<Duration>,
+    /// The measured window, in leases.
+    window_leases: u32,
+    idle_window: Duration,
+}
+
+fn main() -> anyhow::Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let config = if quick {
+        Config {
+            leases: vec![Duration::from_secs(3)],
+            window_leases: 1,
+            idle_window: Duration::from_secs(2),
+        }
+    } else {
+        Config {
+            leases: vec![Duration::from_secs(30), Duration::from_secs(3)],
+            window_leases: 3,
+            idle_window: Duration::from_secs(10),
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(&config))
+}
+
+async fn run(config: &Config) -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let mut info = redis::Client::open(server.url())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let default_lease = Client::connect(&server.url()).await?.watchdog_lease();
+
+    // Idle: a connected client and a raw connection, nothing held, nothing sent.
+    let idle = {
+        let _client = Client::connect(&server.url()).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = Snapshot::take(&mut info).await?;
+        tokio::time::sleep(config.idle_window).await;
+        let after = Snapshot::take(&mut info).await?;
+        Window::between(&before, &after, "evalsha")
+    };
+    println!(
+        "## M6 watchdog cost (default watchdog lease {} s)\n",
+        default_lease.as_secs()
+    );
+    println!(
+        "Idle (client connected, nothing held, {:.0} s): client CPU {:.2} ms/s, Redis CPU {:.2} ms/s.\n",
+        idle.seconds,
+        idle.client_cpu_ms_per_s(),
+        idle.redis_cpu_ms_per_s()
+    );
+    println!(
+        "| lease | locks | keeper | requests/s (expected) | renewals/s (expected) | client CPU ms/s | x floor | client CPU µs/renewal | Redis cmd time ms/s | x floor | Redis CPU ms/s | x floor | held at end (least left) |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for &lease in &config.leases {
+        for locks in LOCKS {
+            let window = lease * config.window_leases;
+            let floor = floor_row(&server, &mut info, locks, lease, window).await?;
+            flush(&mut info).await?;
+            let watchdog = watchdog_row(&server, &mut info, locks, lease, window).await?;
+            flush(&mut info).await?;
+            let expected_renewals = locks as f64 / (lease / 3).as_secs_f64();
+            let expected_requests = locks.div_ceil(BATCH) as f64 / (lease / 3).as_secs_f64();
+            for (name, row, is_floor) in [
+                ("raw PEXPIRE floor", &floor, true),
+                ("`Lock` watchdog", &watchdog, false),
+            ] {
+                let w = &row.window;
+                let ratio = |value: f64, floor_value: f64| {
+                    if is_floor {
+                        "1.00".to_owned()
+                    } else {
+                        format!("{:.2}", value / floor_value)
+                    }
+                };
+                println!(
+                    "| {} s | {locks} | {name} | {:.1} ({expected_requests:.1}) | {:.0} ({expected_renewals:.0}) | {:.2} | {} | {:.2} | {:.2} | {} | {:.2} | {} | {}/{locks} ({:.2} s) |",
+                    lease.as_secs(),
+                    w.requests_per_s(row.requests),
+                    w.renewals_per_s(),
+                    w.client_cpu_ms_per_s(),
+                    ratio(w.client_cpu_ms_per_s(), floor.window.client_cpu_ms_per_s()),
+                    w.client_cpu_us_per_renewal(),
+                    w.command_ms_per_s(),
+                    ratio(w.command_ms_per_s(), floor.window.command_ms_per_s()),
+                    w.redis_cpu_ms_per_s(),
+                    ratio(w.redis_cpu_ms_per_s(), floor.window.redis_cpu_ms_per_s()),
+                    row.held,
+                    row.least_left.as_secs_f64(),
+                );
+            }
+            if watchdog.held < locks || floor.held < locks {
+                println!(
+                    "\n**LOST**: a lock or floor key was not held at the end of the window.\n"
+                );
+            }
+            if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
+                let acquired_in = watchdog.acquired_in.unwrap_or_default();
+                println!(
+                    "\nnote: acquiring took {:.2} s, more than lease/6: the holds renew in more than one round per period.\n",
+                    acquired_in.as_secs_f64()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One keeper's figures over its window.
+struct Row {
+    window: Window,
+    /// Renewal requests sent in the window (script calls or pipelines).
+    requests: u64,
+    /// Locks still held (keys still present) at the end of the window.
+    held: usize,
+    /// The least lease any of them had left then.
+    least_left: Duration,
+    /// How long acquiring the locks took (watchdog only).
+    acquired_in: Option<Duration>,
+}
+
+/// The floor: plain keys kept alive by pipelined `PEXPIRE`, every lease/3.
+async fn floor_row(
+    server: &RedisServer,
+    info: &mut MultiplexedConnection,
+    keys: usize,
+    lease: Duration,
+    window: Duration,
+) -> anyhow::Result<Row> {
+    let conn = redis::Client::open(server.url())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let names: Arc<Vec<String>> = Arc::new((0..keys).map(|i| format!("m6:floor:{i}")).collect());
+    let ms = lease.as_millis() as u64;
+    let anchor = Instant::now();
+    join_all(names.chunks(BATCH).map(|chunk| {
+        let mut conn = conn.clone();
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.cmd("SET").arg(key).arg(1).arg("PX").arg(ms).ignore();
+        }
+        async move { pipe.query_async::<()>(&mut conn).await }
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<()>, _>>()?;
+
+    let pipelines = Arc::new(AtomicU64::new(0));
+    let (stop, stopped) = oneshot::channel();
+    let keeper = tokio::spawn(floor_keeper(
+        conn.clone(),
+        Arc::clone(&names),
+        lease,
+        anchor,
+        Arc::clone(&pipelines),
+        stopped,
+    ));
+    sleep_to_window_start(anchor, lease).await;
+    let before = Snapshot::take(info).await?;
+    let sent_before = pipelines.load(Ordering::SeqCst);
+    tokio::time::sleep(window).await;
+    let after = Snapshot::take(info).await?;
+    let requests = pipelines.load(Ordering::SeqCst) - sent_before;
+    let _ = stop.send(());
+    keeper.await??;
+
+    // Every key still there, and the least TTL left.
+    let mut held = 0;
+    let mut least_left = lease;
+    let mut conn = conn;
+    for chunk in names.chunks(BATCH) {
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.cmd("PTTL").arg(key);
+        }
+        let ttls: Vec<i64> = pipe.query_async(&mut conn).await?;
+        for ttl in ttls.into_iter().filter(|&t| t > 0) {
+            held += 1;
+            least_left = least_left.min(Duration::from_millis(ttl as u64));
+        }
+    }
+    Ok(Row {
+        window: Window::between(&before, &after, "pexpire"),
+        requests,
+        held,
+        least_left,
+        acquired_in: None,
+    })
+}
+
+async fn floor_keeper(
+    conn: MultiplexedConnection,
+    names: Arc<Vec<String>>,
+    lease: Duration,
+    anchor: Instant,
+    pipelines: Arc<AtomicU64>,
+    mut stop: oneshot::Receiver<()>,
+) -> anyhow::Result<()> {
+    let period = lease / 3;
+    let ms = lease.as_millis() as u64;
+    let mut next = anchor + period;
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            () = tokio::time::sleep_until(next) => {}
+        }
+        let replies = join_all(names.chunks(BATCH).map(|chunk| {
+            let mut conn = conn.clone();
+            let mut pipe = redis::pipe();
+            for key in chunk {
+                pipe.cmd("PEXPIRE").arg(key).arg(ms).ignore();
+            }
+            async move { pipe.query_async::<()>(&mut conn).await }
+        }))
+        .await;
+        for reply in replies {
+            reply?;
+            pipelines.fetch_add(1, Ordering::SeqCst);
+        }
+        next += period;
+    }
+}
+
+/// The watchdog: one client holds the locks and renews them.
+async fn watchdog_row(
+    server: &RedisServer,
+    info: &mut MultiplexedConnection,
+    locks: usize,
+    lease: Duration,
+    window: Duration,
+) -> anyhow::Result<Row> {
+    let client = Client::builder(&server.url())
+        .watchdog_lease(lease)
+        .connect()
+        .await?;
+    // Every hold's first renewal falls a third of the lease after its acquire was sent.
+    let anchor = Instant::now();
+    let guards: Vec<LockGuard> = futures_util::stream::iter(0..locks)
+        .map(|i| {
+            let client = client.clone();
+            async move { client.lock(&format!("m6:lock:{i}"))?.lock().await }
+        })
+        .buffer_unordered(ACQUIRE_TASKS)
+        .try_collect()
+        .await?;
+    let acquired_in = anchor.elapsed();
+
+    sleep_to_window_start(anchor, lease).await;
+    let before = Snapshot::take(info).await?;
+    tokio::time::sleep(window).await;
+    let after = Snapshot::take(info).await?;
+
+    let held = guards.iter().filter(|g| g.is_held()).count();
+    let least_left = guards
+        .iter()
+        .map(LockGuard::remaining)
+        .min()
+        .unwrap_or_default();
+    let window = Window::between(&before, &after, "evalsha");
+    let requests = window.calls;
+    futures_util::stream::iter(guards)
+        .map(LockGuard::unlock)
+        .buffer_unordered(ACQUIRE_TASKS)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(Row {
+        window,
+        requests,
+        held,
+        least_left,
+        acquired_in: Some(acquired_in),
+    })
+}
+
+/// Sleeps until half a renewal period after a renewal round, at least one round after
+/// `anchor` (when the keys were set or the first acquire was sent): a window of whole
+/// leases then holds whole rounds only.
+async fn sleep_to_window_start(anchor: Instant, lease: Duration) {
+    let period = lease / 3;
+    let mut start = anchor + period + period / 2;
+    while start < Instant::now() {
+        start += period;
+    }
+    tokio::time::sleep_until(start).await;
+}
+
+async fn flush(info: &mut MultiplexedConnection) -> anyhow::Result<()> {
+    redis::cmd("FLUSHALL")
+        .query_async::<()>(info)
+        .await
+        .map_err(Into::into)
+}
+
+/// Counters at one instant: this process's CPU time, Redis's CPU time and command stats.
+struct Snapshot {
+    at: Instant,
+    client_cpu: Duration,
+    redis_cpu: f64,
+    /// The `INFO commandstats` and `INFO cpu` text.
+    info: String,
+}
+
+impl Snapshot {
+    async fn take(conn: &mut MultiplexedConnection) -> anyhow::Result<Self> {
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .arg("commandstats")
+            .query_async(conn)
+            .await?;
+        let usage = getrusage(UsageWho::RUSAGE_SELF)?;
+        let micros = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let redis_cpu = field("used_cpu_user") + field("used_cpu_sys");
+        Ok(Self {
+            at: Instant::now(),
+            client_cpu: micros(usage.user_time()) + micros(usage.system_time()),
+            redis_cpu,
+            info,
+        })
+    }
+
+    /// `calls` and `usec` of one command in `INFO commandstats`.
+    fn command(&self, command: &str) -> (u64, f64) {
+        let Some(rest) = self.info.lines().find_map(|l| {
+            l.strip_prefix("cmdstat_")?
+                .strip_prefix(command)?
+                .strip_prefix(':')
+        }) else {
+            return (0, 0.0);
+        };
+        let value = |key: &str| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or("0")
+        };
+        (
+            value("calls").parse().unwrap_or(0),
+            value("usec").parse().unwrap_or(0.0),
+        )
+    }
+}
+
+/// The differences between two snapshots.
+struct Window {
+    seconds: f64,
+    /// Calls of the renewal command (`EVALSHA` or `PEXPIRE`) and the µs Redis spent in it.
+    calls: u64,
+    command_usec: f64,
+    /// `PEXPIRE` executed by Redis, top-level or inside scripts: keys renewed.
+    renewals: u64,
+    client_cpu: Duration,
+    redis_cpu: f64,
+}
+
+impl Window {
+    fn between(before: &Snapshot, after: &Snapshot, command: &str) -> Self {
+        let (calls_before, usec_before) = before.command(command);
+        let (calls_after, usec_after) = after.command(command);
+        Self {
+            seconds: (after.at - before.at).as_secs_f64(),
+            calls: calls_after - calls_before,
+            command_usec: usec_after - usec_before,
+            renewals: after.command("pexpire").0 - before.command("pexpire").0,
+            client_cpu: after.client_cpu.saturating_sub(before.client_cpu),
+            redis_cpu: after.redis_cpu - before.redis_cpu,
+        }
+    }
+
+    fn requests_per_s(&self, requests: u64) -> f64 {
+        requests as f64 / self.seconds
+    }
+
+    fn renewals_per_s(&self) -> f64 {
+        self.renewals as f64 / self.seconds
+    }
+
+    fn client_cpu_ms_per_s(&self) -> f64 {
+        self.client_cpu.as_secs_f64() * 1e3 / self.seconds
+    }
+
+    fn client_cpu_us_per_renewal(&self) -> f64 {
+        self.client_cpu.as_secs_f64() * 1e6 / self.renewals.max(1) as f64
+    }
+
+    fn command_ms_per_s(&self) -> f64 {
+        self.command_usec / 1e3 / self.seconds
+    }
+
+    fn redis_cpu_ms_per_s(&self) -> f64 {
+        self.redis_cpu * 1e3 / self.seconds
+    }
+}
