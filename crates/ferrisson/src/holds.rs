@@ -105,6 +105,12 @@ impl Hold {
 
     /// Moves the deadline to `deadline` (a renewal or re-entry succeeded). A hold whose
     /// deadline already passed stays lost: its guards may have acted on that already.
+    ///
+    /// A later deadline is stored without notifying: a task in [`Hold::lost`] wakes at
+    /// the deadline it saw and reads the new one then. Notifying on every renewal cost
+    /// the watchdog 10–20% of its CPU (M6 in BENCHMARKS.md: the watch channel touches 8
+    /// `Notify`s, each behind a mutex, even with nobody waiting). An earlier deadline or
+    /// a loss notifies.
     pub(crate) fn extend(&self, deadline: Instant) {
         let now = Instant::now();
         self.validity.send_if_modified(|v| {
@@ -113,10 +119,11 @@ impl Hold {
             }
             if now >= v.deadline {
                 v.lost = true;
-            } else {
-                v.deadline = deadline;
+                return true;
             }
-            true
+            let earlier = deadline < v.deadline;
+            v.deadline = deadline;
+            earlier
         });
         if self.validity.borrow().lost {
             self.renewing.store(false, Ordering::SeqCst);
@@ -133,7 +140,8 @@ impl Hold {
         });
     }
 
-    /// Resolves once the hold is lost or its deadline passes.
+    /// Resolves once the hold is lost or its deadline passes. A renewal's later deadline
+    /// is read when the one it replaced passes (see [`Hold::extend`]).
     ///
     /// # Cancel safety
     ///
@@ -280,5 +288,55 @@ impl Holds {
     /// Number of live holds (for tests and inspection).
     pub(crate) fn len(&self) -> usize {
         self.map().values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::Hold;
+    use crate::fence::FencingToken;
+    use crate::owner::OwnerId;
+
+    /// A hold with its deadline `deadline` from now, and a task waiting in `lost()`.
+    async fn waited_on(deadline: Duration) -> (Arc<Hold>, tokio::task::JoinHandle<()>) {
+        let hold = Arc::new(Hold::new(
+            "l",
+            "{l}",
+            "{l}:released",
+            OwnerId::random(),
+            FencingToken::new(1),
+            None,
+            Instant::now() + deadline,
+        ));
+        let waiter = tokio::spawn({
+            let hold = Arc::clone(&hold);
+            async move { hold.lost().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (hold, waiter)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_resolves_at_a_silently_extended_deadline() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(10)).await;
+        hold.extend(start + Duration::from_secs(20));
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(20));
+        assert!(!hold.is_held());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_wakes_lost() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(30)).await;
+        hold.extend(start + Duration::from_secs(5));
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 }
