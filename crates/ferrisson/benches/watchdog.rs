@@ -12,6 +12,9 @@
 //!   cheapest loop that does it: every lease/3, one pipeline of 100 `PEXPIRE` per 100
 //!   keys, all pipelines sent at once on one redis-rs multiplexed connection. It checks
 //!   nothing (no owner), so it is a floor, not a correct lock.
+//! - **bare script**: the same keys, every lease/3, one `EVALSHA` per 100 keys of a script
+//!   that only runs `PEXPIRE` on each (no owner check): what running the renewal through
+//!   Lua costs by itself, to tell it from the owner check and the client's bookkeeping.
 //! - **watchdog**: one `Client` with that watchdog lease holds the locks (distinct
 //!   names, acquired by 64 tasks at once) and does nothing else.
 //!
@@ -20,13 +23,15 @@
 //! process does nothing else:
 //!
 //! - **requests/s**: renewal requests: `EVALSHA` calls for the watchdog (Redis's
-//!   `INFO commandstats`), pipelines sent for the floor (Redis cannot see pipelines);
+//!   `INFO commandstats`) for the watchdog and the bare script, pipelines sent for the
+//!   floor (Redis cannot see pipelines);
 //! - **renewals/s**: `PEXPIRE` calls Redis executed (top-level for the floor, inside the
-//!   renewal script for the watchdog: Redis 7 counts both in `commandstats`);
+//!   script otherwise: Redis 7 counts both in `commandstats`);
 //! - **client CPU**: user+sys CPU time of this process (`getrusage(RUSAGE_SELF)`) per
 //!   second of window;
 //! - **Redis command time**: the `usec` Redis spent in the renewal commands (`EVALSHA`,
-//!   which includes the script's inner calls, or `PEXPIRE` for the floor), per second;
+//!   which includes the script's inner calls, or `PEXPIRE` for the floor), per second
+//!   (wall-clock time inside Redis: it grows when other processes take Redis's core);
 //! - **Redis CPU**: `used_cpu_user` + `used_cpu_sys` of the server (`INFO cpu`) per
 //!   second: command time plus reading requests and writing replies, plus its idle
 //!   housekeeping (shown on its own in the idle row).
@@ -52,6 +57,18 @@ const BATCH: usize = 100;
 /// Tasks acquiring the locks at once before a watchdog window.
 const ACQUIRE_TASKS: usize = 64;
 const LOCKS: [usize; 2] = [1_000, 10_000];
+/// Renews every key it is given, checking nothing.
+const BARE_RENEW: &str =
+    "for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ARGV[1]) end return 0";
+
+/// How a reference row keeps its plain keys alive.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keeper {
+    /// One pipeline of 100 `PEXPIRE` per 100 keys.
+    Pipeline,
+    /// One `EVALSHA` of [`BARE_RENEW`] per 100 keys.
+    BareScript,
+}
 
 struct Config {
     leases: Vec<Duration>,
@@ -115,7 +132,11 @@ async fn run(config: &Config) -> anyhow::Result<()> {
     for &lease in &config.leases {
         for locks in LOCKS {
             let window = lease * config.window_leases;
-            let floor = floor_row(&server, &mut info, locks, lease, window).await?;
+            let floor =
+                floor_row(&server, &mut info, locks, lease, window, Keeper::Pipeline).await?;
+            flush(&mut info).await?;
+            let bare =
+                floor_row(&server, &mut info, locks, lease, window, Keeper::BareScript).await?;
             flush(&mut info).await?;
             let watchdog = watchdog_row(&server, &mut info, locks, lease, window).await?;
             flush(&mut info).await?;
@@ -123,6 +144,7 @@ async fn run(config: &Config) -> anyhow::Result<()> {
             let expected_requests = locks.div_ceil(BATCH) as f64 / (lease / 3).as_secs_f64();
             for (name, row, is_floor) in [
                 ("raw PEXPIRE floor", &floor, true),
+                ("bare script (no owner check)", &bare, false),
                 ("`Lock` watchdog", &watchdog, false),
             ] {
                 let w = &row.window;
@@ -149,9 +171,9 @@ async fn run(config: &Config) -> anyhow::Result<()> {
                     row.least_left.as_secs_f64(),
                 );
             }
-            if watchdog.held < locks || floor.held < locks {
+            if watchdog.held < locks || floor.held < locks || bare.held < locks {
                 println!(
-                    "\n**LOST**: a lock or floor key was not held at the end of the window.\n"
+                    "\n**LOST**: a lock or reference key was not held at the end of the window.\n"
                 );
             }
             if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
@@ -179,13 +201,14 @@ struct Row {
     acquired_in: Option<Duration>,
 }
 
-/// The floor: plain keys kept alive by pipelined `PEXPIRE`, every lease/3.
+/// A reference row: plain keys kept alive by `keeper`, every lease/3.
 async fn floor_row(
     server: &RedisServer,
     info: &mut MultiplexedConnection,
     keys: usize,
     lease: Duration,
     window: Duration,
+    keeper: Keeper,
 ) -> anyhow::Result<Row> {
     let conn = redis::Client::open(server.url())?
         .get_multiplexed_async_connection()
@@ -207,7 +230,8 @@ async fn floor_row(
 
     let pipelines = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = oneshot::channel();
-    let keeper = tokio::spawn(floor_keeper(
+    let keeper_task = tokio::spawn(floor_keeper(
+        keeper,
         conn.clone(),
         Arc::clone(&names),
         lease,
@@ -222,7 +246,7 @@ async fn floor_row(
     let after = Snapshot::take(info).await?;
     let requests = pipelines.load(Ordering::SeqCst) - sent_before;
     let _ = stop.send(());
-    keeper.await??;
+    keeper_task.await??;
 
     // Every key still there, and the least TTL left.
     let mut held = 0;
@@ -240,7 +264,14 @@ async fn floor_row(
         }
     }
     Ok(Row {
-        window: Window::between(&before, &after, "pexpire"),
+        window: Window::between(
+            &before,
+            &after,
+            match keeper {
+                Keeper::Pipeline => "pexpire",
+                Keeper::BareScript => "evalsha",
+            },
+        ),
         requests,
         held,
         least_left,
@@ -249,6 +280,7 @@ async fn floor_row(
 }
 
 async fn floor_keeper(
+    keeper: Keeper,
     conn: MultiplexedConnection,
     names: Arc<Vec<String>>,
     lease: Duration,
@@ -259,6 +291,10 @@ async fn floor_keeper(
     let period = lease / 3;
     let ms = lease.as_millis() as u64;
     let mut next = anchor + period;
+    let script = redis::Script::new(BARE_RENEW);
+    if keeper == Keeper::BareScript {
+        script.load_async(&mut conn.clone()).await?;
+    }
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
@@ -267,8 +303,19 @@ async fn floor_keeper(
         let replies = join_all(names.chunks(BATCH).map(|chunk| {
             let mut conn = conn.clone();
             let mut pipe = redis::pipe();
-            for key in chunk {
-                pipe.cmd("PEXPIRE").arg(key).arg(ms).ignore();
+            match keeper {
+                Keeper::Pipeline => {
+                    for key in chunk {
+                        pipe.cmd("PEXPIRE").arg(key).arg(ms).ignore();
+                    }
+                }
+                Keeper::BareScript => {
+                    pipe.cmd("EVALSHA").arg(script.get_hash()).arg(chunk.len());
+                    for key in chunk {
+                        pipe.arg(key);
+                    }
+                    pipe.arg(ms).ignore();
+                }
             }
             async move { pipe.query_async::<()>(&mut conn).await }
         }))
