@@ -404,7 +404,8 @@ impl ExpirableSemaphore {
 
     /// Releases the permit `id`, whoever acquired it. Returns true when it was held and
     /// its lease running; false when it was unknown (already released or reclaimed) or
-    /// its lease had run out (it is free now either way).
+    /// its lease had run out (it is free now either way). After a lost reply a retry
+    /// cannot tell its own first try from a reclaim, and answers false.
     ///
     /// ```no_run
     /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore, id: ferrisson::PermitId) -> ferrisson::Result<()> {
@@ -423,7 +424,7 @@ impl ExpirableSemaphore {
     /// Cancel safe in effect: the release may or may not have been applied, and calling it
     /// again is harmless.
     pub async fn release(&self, id: PermitId) -> Result<bool> {
-        self.shared.release(id).await
+        self.shared.release(id, None).await
     }
 
     /// Sets the lease of permit `id` to `lease` from now. Returns false when the permit is
@@ -535,7 +536,7 @@ impl ExpirableSemaphore {
                 .await;
             if let Err(Ok(reply)) = tx.send(reply)
                 && reply.first() == Some(&1)
-                && let Err(e) = shared.release(id).await
+                && let Err(e) = shared.release(id, None).await
             {
                 tracing::debug!(semaphore = %shared.name, error = %e, "undoing a cancelled acquire failed");
             }
@@ -564,7 +565,9 @@ impl Shared {
         }
     }
 
-    async fn release(&self, id: PermitId) -> Result<bool> {
+    /// Releases `id`; `deadline` is the holder's own estimate of the lease's end, when
+    /// known.
+    async fn release(&self, id: PermitId, deadline: Option<Instant>) -> Result<bool> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -579,9 +582,14 @@ impl Shared {
                 .await;
             match reply {
                 Ok(1) => return Ok(true),
-                // After a lost reply, "unknown" most likely means the first try went
-                // through.
-                Ok(0) if attempt > 1 => return Ok(true),
+                // After a lost reply, "unknown" means either that the first try released
+                // it, or that the lease ran out and another acquire reclaimed it (and
+                // may hold it now). Only a local deadline still ahead rules the second
+                // out (the server's lease never ends before it); otherwise answer that
+                // the permit cannot be shown to have been running.
+                Ok(0) if attempt > 1 => {
+                    return Ok(deadline.is_some_and(|d| Instant::now() < d));
+                }
                 Ok(0 | 2) => return Ok(false),
                 Ok(other) => {
                     return Err(Error::Protocol(format!(
@@ -755,7 +763,10 @@ impl ExpirablePermit {
     }
 
     /// Releases the permit and wakes one waiter. Returns false when its lease had
-    /// already run out (it was free again before this call).
+    /// already run out (it was free again before this call). True is never a guess: when
+    /// a reply was lost and the retry finds the permit gone after this permit's own
+    /// [`remaining`](ExpirablePermit::remaining) reached zero, it may have been
+    /// reclaimed and taken by another client, so the answer is false.
     ///
     /// ```no_run
     /// # async fn demo(semaphore: ferrisson::ExpirableSemaphore) -> ferrisson::Result<()> {
@@ -777,7 +788,7 @@ impl ExpirablePermit {
     /// Cancel safe in effect: the permit is released now, or by its lease.
     pub async fn release(mut self) -> Result<bool> {
         self.released = true;
-        self.shared.release(self.id).await
+        self.shared.release(self.id, Some(self.deadline)).await
     }
 
     /// Keeps the permit taken until its lease runs out, and returns its id (which
@@ -807,7 +818,7 @@ impl Drop for ExpirablePermit {
             &self.shared.name,
             "releasing a dropped expirable permit",
             "it is freed when its lease runs out",
-            async move { shared.release(id).await },
+            async move { shared.release(id, None).await },
         );
     }
 }

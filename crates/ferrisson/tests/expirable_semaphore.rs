@@ -363,3 +363,84 @@ async fn hold_a_permit_until_killed(url: &str) -> anyhow::Result<()> {
     // The parent is gone without killing us: leave without releasing, like a crash.
     std::process::exit(1);
 }
+
+/// Releases `permit` over `proxy` with the first reply held back past the client's
+/// response timeout: the server runs the release, the client gives up on it and retries,
+/// and the retry finds the permit gone either way.
+async fn release_with_first_reply_lost(
+    permit: ExpirablePermit,
+    server: &RedisServer,
+    proxy: &ferrisson_testkit::FaultProxy,
+) -> anyhow::Result<bool> {
+    let control = proxy.control();
+    let mut raw = raw(server).await?;
+    let before = calls(&mut raw, "evalsha").await?;
+    control.set_hold_replies(true);
+    let release = tokio::spawn(async move { permit.release().await });
+    // The server ran the release twice: the first try timed out, and was retried.
+    until_calls(&mut raw, "evalsha", before + 2).await?;
+    control.set_hold_replies(false);
+    Ok(release.await??)
+}
+
+/// A client whose calls give up after 200 ms, through `proxy`.
+async fn impatient(proxy: &ferrisson_testkit::FaultProxy) -> anyhow::Result<Client> {
+    Ok(Client::builder(&proxy.url())
+        .response_timeout(Duration::from_millis(200))
+        .connect()
+        .await?)
+}
+
+/// A permit reclaimed by another client, released with its first reply lost: the first
+/// try finds nothing, the retry finds nothing again. The permit had run out and another
+/// client held it: `release()` must not answer that it was still running (it did, until
+/// the retry learnt to tell a lost reply from a reclaim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_retried_after_a_lost_reply_does_not_claim_a_reclaimed_permit() -> anyhow::Result<()>
+{
+    let server = RedisServer::start()?;
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
+    let a = impatient(&proxy).await?;
+    let direct = Client::connect(&server.url()).await?;
+    let semaphore = direct.expirable_semaphore("reclaimed")?;
+    semaphore.try_set_permits(1).await?;
+    let permit = a
+        .expirable_semaphore("reclaimed")?
+        .acquire(Duration::from_millis(100))
+        .await?;
+    // B waits for the permit; it gets it once A's lease ran out, reclaiming A's id.
+    let b = within(semaphore.acquire_timeout(LONG, HANG))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("B never got the permit"))?;
+    assert!(permit.remaining().is_zero());
+    assert!(
+        !release_with_first_reply_lost(permit, &server, &proxy).await?,
+        "A's permit had run out and B held it, yet release() reported it still running"
+    );
+    assert!(b.release().await?);
+    assert_eq!(semaphore.available_permits().await?, 1);
+    Ok(())
+}
+
+/// The same lost reply for a permit whose lease is still running: the first try released
+/// it, and the answer stays true.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_retried_after_a_lost_reply_of_a_running_permit_is_true() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
+    let a = impatient(&proxy).await?;
+    let semaphore = a.expirable_semaphore("running")?;
+    semaphore.try_set_permits(1).await?;
+    let permit = semaphore.acquire(LONG).await?;
+    assert!(release_with_first_reply_lost(permit, &server, &proxy).await?);
+    let direct = Client::connect(&server.url()).await?;
+    assert_eq!(
+        direct
+            .expirable_semaphore("running")?
+            .available_permits()
+            .await?,
+        1,
+        "released once, not twice"
+    );
+    Ok(())
+}
