@@ -22,6 +22,7 @@
 
 mod checker;
 mod clock_scenarios;
+mod guard;
 mod history;
 mod holder_process;
 mod memory_scenarios;

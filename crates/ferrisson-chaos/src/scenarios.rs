@@ -11,6 +11,7 @@ use ferrisson_testkit::{FaultProxy, RedisServer};
 use serde::Serialize;
 
 use crate::checker::{Counters, check};
+use crate::guard::{Guard, acquire_with};
 use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
 use crate::holder_process::{HolderCommand, holder_killed, holder_paused};
 use crate::redlock_scenarios::{self, Nodes, RedlockFault};
@@ -393,12 +394,12 @@ pub(crate) async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Res
 }
 
 /// Records the grant and the guard's first belief.
-pub(crate) fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
+pub(crate) fn granted(rec: &Recorder, grant: usize, guard: &impl Guard) {
     let deadline = rec.now() + guard.remaining();
     rec.record(
         grant,
         EventKind::AcquireOk {
-            token: guard.fencing_token().get(),
+            token: guard.fencing_token(),
             deadline,
         },
     );
@@ -406,7 +407,7 @@ pub(crate) fn granted(rec: &Recorder, grant: usize, guard: &LockGuard) {
 }
 
 /// Samples the guard's belief every 5 ms for `duration`, recording a lost signal.
-pub(crate) async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, duration: Duration) {
+pub(crate) async fn watch(rec: &Recorder, grant: usize, guard: &impl Guard, duration: Duration) {
     let end = tokio::time::Instant::now() + duration;
     let mut lost_recorded = false;
     loop {
@@ -429,7 +430,7 @@ pub(crate) async fn watch(rec: &Recorder, grant: usize, guard: &LockGuard, durat
     }
 }
 
-pub(crate) async fn release(rec: &Recorder, grant: usize, guard: LockGuard) {
+pub(crate) async fn release(rec: &Recorder, grant: usize, guard: impl Guard) {
     rec.belief(grant, || guard.is_held(), || guard.remaining());
     rec.record(grant, EventKind::ReleaseInvoked);
     let outcome = outcome(guard.unlock().await);
@@ -455,26 +456,8 @@ pub(crate) async fn acquire(
     name: &str,
     wait: Duration,
 ) -> anyhow::Result<Option<LockGuard>> {
-    for retry in 1..=4 {
-        rec.record(grant, EventKind::AcquireInvoked);
-        let reason = match client.lock(name)?.lock_timeout(wait).await {
-            Ok(Some(guard)) if guard.is_held() => {
-                granted(rec, grant, &guard);
-                return Ok(Some(guard));
-            }
-            Ok(Some(guard)) => {
-                let void = grant + 1000 * retry;
-                granted(rec, void, &guard);
-                release(rec, void, guard).await;
-                continue;
-            }
-            Ok(None) => "timed out".to_owned(),
-            Err(e) => e.to_string(),
-        };
-        rec.record(grant, EventKind::AcquireFailed { reason });
-        return Ok(None);
-    }
-    Ok(None)
+    let lock = client.lock(name)?;
+    acquire_with(rec, grant, || lock.lock_timeout(wait)).await
 }
 
 /// A well-behaved critical section: enter, work while watching the guard, write only if
@@ -482,7 +465,7 @@ pub(crate) async fn acquire(
 pub(crate) async fn critical_section(
     rec: &Recorder,
     grant: usize,
-    guard: LockGuard,
+    guard: impl Guard,
     resource: &Resource,
     work: Duration,
 ) {
@@ -491,10 +474,10 @@ pub(crate) async fn critical_section(
         release(rec, grant, guard).await;
         return;
     }
-    resource.enter(rec, grant, guard.fencing_token().get());
+    resource.enter(rec, grant, guard.fencing_token());
     watch(rec, grant, &guard, work).await;
     if guard.is_held() {
-        resource.write(rec, grant, guard.fencing_token().get());
+        resource.write(rec, grant, guard.fencing_token());
     }
     resource.exit(rec, grant);
     release(rec, grant, guard).await;
@@ -756,7 +739,7 @@ pub(crate) async fn server_state(direct: &Client, name: &str, locked: bool) -> a
     Ok(())
 }
 
-pub(crate) fn rec_belief(rec: &Recorder, guard: &LockGuard) {
+pub(crate) fn rec_belief(rec: &Recorder, guard: &impl Guard) {
     rec.belief(0, || guard.is_held(), || guard.remaining());
 }
 
