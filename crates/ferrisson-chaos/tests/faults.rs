@@ -271,3 +271,54 @@ async fn memory_full_noeviction() {
     assert_eq!(r.counters.acquires_ok, 2 * u64::from(ITERATIONS));
     assert_eq!(r.counters.acquires_failed, 2 * u64::from(ITERATIONS));
 }
+
+/// The waiter of the three primitive scenarios sleeps for the holder's remaining TTL or
+/// lease: it must take over promptly once the holder's own deadline passed (a renewal
+/// that reached the server just before the cut can add up to a third of the lease).
+fn assert_prompt_handover(r: &ScenarioReport) {
+    let handover = r.counters.measures["handover_after_holder_deadline"];
+    assert!(
+        Duration::from_millis(handover) <= Config::new(0).lease + Duration::from_millis(500),
+        "the waiter took over {handover} ms after the holder's deadline"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_lock_holder_blackholed() {
+    let r = small(Scenario::FairLockHolderBlackholed).await;
+    let n = u64::from(ITERATIONS);
+    // A and the queued B, one grant each per iteration.
+    assert_eq!(r.counters.acquires_ok, 2 * n);
+    assert_eq!(r.counters.acquires_failed, 0);
+    // A's watchdog sees the loss; A's late write is refused by B's newer token.
+    assert_eq!(r.counters.lost_signals, n);
+    assert_eq!(r.counters.stale_writes_refused_fenced, n);
+    assert_eq!(r.counters.overlapping_sections, n);
+    assert_prompt_handover(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rwlock_writer_blackholed() {
+    let r = small(Scenario::RwLockWriterBlackholed).await;
+    let n = u64::from(ITERATIONS);
+    // A's write lock, B's read lock, then B's write lock.
+    assert_eq!(r.counters.acquires_ok, 3 * n);
+    assert_eq!(r.counters.acquires_failed, 0);
+    assert_eq!(r.counters.lost_signals, n);
+    // Refused only thanks to B's write token: B's read presented none.
+    assert_eq!(r.counters.stale_writes_refused_fenced, n);
+    assert_prompt_handover(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expirable_permit_blackholed() {
+    let r = small(Scenario::ExpirablePermitBlackholed).await;
+    let n = u64::from(ITERATIONS);
+    assert_eq!(r.counters.acquires_ok, 2 * n);
+    assert_eq!(r.counters.acquires_failed, 0);
+    // Permits have no lost signal and no token; the double-grant check (A's deadline
+    // before B's grant) is what this scenario is about.
+    assert_eq!(r.counters.lost_signals, 0);
+    assert_eq!(r.counters.double_grants, 0);
+    assert_prompt_handover(&r);
+}
