@@ -2,8 +2,14 @@
 //!
 //! Every accepted connection gets its own upstream connection and one pump per
 //! direction. Faults are read from a shared [`Faults`] value at the moment each chunk
-//! is read (latency, jitter, blackhole, cut direction) or written (held replies), so a
-//! test switches them at run time through the [`ProxyControl`] handle.
+//! is read (latency, jitter) or is due to be written (blackhole, cut direction, held
+//! replies), so a test switches them at run time through the [`ProxyControl`] handle.
+//!
+//! No fault drops bytes from a live connection: a network cannot do that to a TCP
+//! stream (the sender retransmits), and a proxy that did would desynchronise the
+//! protocol and hand replies to the wrong requests. A blackhole or a cut holds bytes
+//! until it is healed, as a partition does; a partition that outlasts TCP's patience is
+//! [`ProxyControl::reset_all`].
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -42,11 +48,12 @@ pub struct Faults {
     pub latency: Duration,
     /// A uniform random extra delay in `0..jitter` per chunk (order is kept).
     pub jitter: Duration,
-    /// Drop every byte in both directions; connections stay open.
+    /// Hold every byte in both directions until healed, then deliver them in order (a
+    /// network partition under TCP); connections stay open.
     pub blackhole: bool,
     /// Keep replies (server to client) buffered until this is switched off again.
     pub hold_replies: bool,
-    /// Drop every byte travelling this way; the other way is untouched.
+    /// Hold every byte travelling this way until healed; the other way is untouched.
     pub cut: Option<Direction>,
 }
 
@@ -58,7 +65,7 @@ struct Shared {
     open: AtomicUsize,
     accepted: AtomicU64,
     held_chunks: watch::Sender<usize>,
-    dropped_bytes: AtomicU64,
+    stalled_bytes: AtomicU64,
 }
 
 /// A running fault proxy on `127.0.0.1`; stops accepting and closes its connections on
@@ -106,7 +113,7 @@ impl FaultProxy {
             open: AtomicUsize::new(0),
             accepted: AtomicU64::new(0),
             held_chunks: watch::Sender::new(0),
-            dropped_bytes: AtomicU64::new(0),
+            stalled_bytes: AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, upstream, Arc::clone(&shared)));
         Ok(Self {
@@ -164,7 +171,8 @@ impl ProxyControl {
         });
     }
 
-    /// Drops (or stops dropping) all traffic; connections stay open.
+    /// Holds all traffic (`true`) or delivers what was held, in order, and lets traffic
+    /// flow again (`false`); connections stay open.
     pub fn set_blackhole(&self, on: bool) {
         self.shared.faults.send_modify(|f| f.blackhole = on);
     }
@@ -174,7 +182,8 @@ impl ProxyControl {
         self.shared.faults.send_modify(|f| f.hold_replies = on);
     }
 
-    /// Drops traffic in one direction only (`None` restores both).
+    /// Holds traffic in one direction only (`None` delivers what was held and restores
+    /// both).
     pub fn set_cut(&self, direction: Option<Direction>) {
         self.shared.faults.send_modify(|f| f.cut = direction);
     }
@@ -195,9 +204,9 @@ impl ProxyControl {
         self.shared.accepted.load(Ordering::SeqCst)
     }
 
-    /// Bytes dropped by blackhole or cut so far.
-    pub fn dropped_bytes(&self) -> u64 {
-        self.shared.dropped_bytes.load(Ordering::SeqCst)
+    /// Bytes that had to wait for a blackhole or cut to heal, so far.
+    pub fn stalled_bytes(&self) -> u64 {
+        self.shared.stalled_bytes.load(Ordering::SeqCst)
     }
 
     /// Reply chunks held back now by [`ProxyControl::set_hold_replies`].
@@ -273,7 +282,7 @@ struct Chunk {
     deliver_at: Instant,
 }
 
-/// One direction: a reader applies drop and delay decisions, a writer applies holds and
+/// One direction: a reader applies delays, a writer applies blackholes, cuts and holds and
 /// writes in order.
 async fn pipe(
     mut read: OwnedReadHalf,
@@ -291,10 +300,6 @@ async fn pipe(
                 Ok(n) => n,
             };
             let faults = *shared.faults.borrow();
-            if faults.blackhole || faults.cut == Some(direction) {
-                shared.dropped_bytes.fetch_add(n as u64, Ordering::SeqCst);
-                continue;
-            }
             let delay = faults.latency + random_below(faults.jitter);
             // Jitter must not reorder a byte stream.
             let deliver_at = (Instant::now() + delay).max(last_delivery);
@@ -313,13 +318,24 @@ async fn pipe(
     };
     let writer = async {
         let mut faults = shared.faults.subscribe();
+        let stalled = |f: &Faults| f.blackhole || f.cut == Some(direction);
+        let held = |f: &Faults| direction == Direction::ServerToClient && f.hold_replies;
         while let Some(chunk) = rx.recv().await {
-            if direction == Direction::ServerToClient && faults.borrow_and_update().hold_replies {
+            tokio::time::sleep_until(chunk.deliver_at).await;
+            let now = *faults.borrow_and_update();
+            if stalled(&now) {
+                shared
+                    .stalled_bytes
+                    .fetch_add(chunk.bytes.len() as u64, Ordering::SeqCst);
+            }
+            if held(&now) {
                 shared.held_chunks.send_modify(|n| *n += 1);
-                let _ = faults.wait_for(|f| !f.hold_replies).await;
+            }
+            // The sender lives in `shared`, which we hold: the wait cannot fail.
+            let _ = faults.wait_for(|f| !stalled(f) && !held(f)).await;
+            if held(&now) {
                 shared.held_chunks.send_modify(|n| *n -= 1);
             }
-            tokio::time::sleep_until(chunk.deliver_at).await;
             if write.write_all(&chunk.bytes).await.is_err() {
                 return;
             }
@@ -390,21 +406,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn blackhole_drops_until_healed() {
-        let (_server, proxy, mut stream) = setup().await;
+    async fn blackhole_holds_until_healed_and_keeps_the_stream_in_order() {
+        let (server, proxy, mut stream) = setup().await;
         let control = proxy.control();
         control.set_blackhole(true);
-        let reply = roundtrip(&mut stream, Duration::from_millis(300))
+        stream
+            .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
             .await
             .unwrap();
-        assert_eq!(reply, None);
-        assert!(control.dropped_bytes() > 0);
+        let mut buf = [0u8; 16];
+        let early = tokio::time::timeout(Duration::from_millis(300), stream.read(&mut buf)).await;
+        assert!(early.is_err(), "nothing gets through");
+        assert_eq!(server.command(&["EXISTS", "k"]).unwrap(), ":0", "nor in");
+        assert!(control.stalled_bytes() > 0);
         control.set_blackhole(false);
-        // The dropped PING is gone for good; the next one is answered.
+        // The held request runs now, and its reply comes before the next one's.
         let reply = roundtrip(&mut stream, Duration::from_secs(5))
             .await
             .unwrap();
-        assert_eq!(reply.as_deref(), Some("+PONG\r\n"));
+        let mut got = reply.unwrap_or_default();
+        while got.len() < "+OK\r\n+PONG\r\n".len() {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        assert_eq!(got, "+OK\r\n+PONG\r\n");
+        assert_eq!(server.command(&["GET", "k"]).unwrap(), "v");
     }
 
     #[tokio::test]
@@ -421,7 +450,13 @@ mod tests {
         // The request did reach the server.
         assert_eq!(server.command(&["GET", "k"]).unwrap().trim(), "v");
 
+        // Cutting the other way heals this one: the held reply arrives.
         proxy.control().set_cut(Some(Direction::ClientToServer));
+        let held = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&buf[..held], b"+OK\r\n");
         let reply = roundtrip(&mut stream, Duration::from_millis(300))
             .await
             .unwrap();
