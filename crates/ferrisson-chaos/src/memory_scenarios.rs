@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use ferrisson::{Client, LockGuard};
-use ferrisson_testkit::RedisServer;
+use ferrisson_testkit::{FullMemory, RedisServer};
 
 use crate::checker::Counters;
 use crate::history::{EventKind, History, Recorder};
@@ -28,9 +28,6 @@ const JUNK_VALUE_BYTES: usize = 64 * 1024;
 /// `maxmemory` of `key-evicted`. An empty `redis-server` 7.0 uses about 0.9 MB, so this
 /// leaves room for about a dozen junk values.
 const EVICTING_MAXMEMORY: &str = "2mb";
-
-/// Junk written before `memory-full-noeviction` lowers `maxmemory` below it.
-const FULL_JUNK_KEYS: usize = 32;
 
 /// Writes after which `key-evicted` gives up on seeing the lock key evicted. At about a
 /// dozen resident keys per random pick this is never reached by chance.
@@ -127,15 +124,6 @@ impl<'a> Junk<'a> {
         self.keys.clear();
         Ok(())
     }
-}
-
-fn used_memory(server: &RedisServer) -> anyhow::Result<u64> {
-    let info = server.command(&["INFO", "memory"])?;
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .with_context(|| format!("no used_memory in INFO memory: {info:?}"))?;
-    Ok(line.trim().parse()?)
 }
 
 /// One non-waiting acquire by `rec`, recorded: a grant, `held`, or Redis's error.
@@ -260,26 +248,8 @@ async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::
     let token_a = guard.fencing_token().get();
     resource.enter(&a, 0, token_a);
 
-    // Fill, then set maxmemory halfway between the memory before and after. A server
-    // filled only up to its limit sits within a few kilobytes of it, and every
-    // connection opened or closed (client buffers count as used memory) moves it across;
-    // halfway keeps it full by a wide margin until the junk goes, and below the limit by
-    // as much afterwards. Which commands Redis refuses depends only on being above.
-    let empty = used_memory(&server)?;
-    let mut junk = Junk::new(&server);
-    for _ in 0..FULL_JUNK_KEYS {
-        let reply = junk.add()?;
-        if reply.starts_with('-') {
-            bail!("a junk write was refused before maxmemory was set: {reply}");
-        }
-    }
-    let full = used_memory(&server)?;
-    let limit = u64::midpoint(empty, full);
-    server.command(&["CONFIG", "SET", "maxmemory", &limit.to_string()])?;
-    let probe = server.command(&["SET", "chaos-probe", "1"])?;
-    if !probe.starts_with("-OOM") {
-        bail!("memory is not full: a SET answered {probe:?} (used {full}, maxmemory {limit})");
-    }
+    // Held full by a wide margin until the junk goes (see `FullMemory`).
+    let memory = FullMemory::fill(&server)?;
 
     // Renewals every third of a lease, for two leases, all while memory is full.
     watch(&a, 0, &guard, lease * 2).await;
@@ -299,7 +269,7 @@ async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::
         critical_section(&b, 1, g, &resource, lease / 4).await;
     }
 
-    junk.clear()?;
+    memory.free()?;
     let freed = Instant::now();
     if let Some(g) = acquire(&b, 2, &cb, name, lease * 10).await? {
         b.record(

@@ -15,9 +15,11 @@
 //! ```
 
 mod clock;
+mod memory;
 mod proxy;
 mod server;
 
 pub use clock::ClockShift;
+pub use memory::FullMemory;
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use server::{RedisServer, redis_server_binary};

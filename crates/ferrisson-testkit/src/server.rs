@@ -179,6 +179,19 @@ impl RedisServer {
         command(self.port, args)
     }
 
+    /// `used_memory` from `INFO memory`, in bytes.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or its reply has no readable `used_memory`.
+    pub fn used_memory(&self) -> io::Result<u64> {
+        let info = self.command(&["INFO", "memory"])?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| io::Error::other(format!("no used_memory in INFO memory: {info:?}")))
+    }
+
     fn signal(&self, signal: Signal) -> io::Result<()> {
         let pid = self
             .pid()

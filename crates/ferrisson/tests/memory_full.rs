@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ferrisson::{Client, Error};
-use ferrisson_testkit::RedisServer;
+use ferrisson_testkit::{FullMemory, RedisServer};
 use sync_support::{HANG, NO_RECHECK, raw, until_calls, within};
 
 mod common;
@@ -14,71 +14,11 @@ mod sync_support;
 
 /// Short, so that a lock that is not renewed is lost within the test.
 const LEASE: Duration = Duration::from_millis(300);
-/// Junk written before `maxmemory` is lowered below it: 2 MiB in all.
-const JUNK_KEYS: usize = 32;
-const JUNK_VALUE_BYTES: usize = 64 * 1024;
-
 fn noeviction_server() -> anyhow::Result<RedisServer> {
     Ok(RedisServer::start_with_args(&[
         "--maxmemory-policy",
         "noeviction",
     ])?)
-}
-
-/// The server's memory held full by junk keys written from outside the library.
-struct FullMemory<'a> {
-    server: &'a RedisServer,
-}
-
-impl<'a> FullMemory<'a> {
-    /// Writes the junk, then sets `maxmemory` halfway between the memory used before and
-    /// after. A limit just under the used memory would be crossed back by a connection
-    /// closing (client buffers count as used memory); halfway keeps the server full by
-    /// about a megabyte. Every client a test uses must be connected before this.
-    fn fill(server: &'a RedisServer) -> anyhow::Result<Self> {
-        let empty = used_memory(server)?;
-        let value = "x".repeat(JUNK_VALUE_BYTES);
-        for i in 0..JUNK_KEYS {
-            let reply = server.command(&["SET", &format!("junk:{i}"), &value])?;
-            if reply != "+OK" {
-                bail!("a junk write was refused before maxmemory was set: {reply}");
-            }
-        }
-        let full = used_memory(server)?;
-        let limit = u64::midpoint(empty, full);
-        server.command(&["CONFIG", "SET", "maxmemory", &limit.to_string()])?;
-        let probe = server.command(&["SET", "probe", "1"])?;
-        if !probe.starts_with("-OOM") {
-            bail!("memory is not full: a SET answered {probe:?} (used {full}, maxmemory {limit})");
-        }
-        Ok(Self { server })
-    }
-
-    /// Deletes the junk (and nothing else); the server accepts writes again.
-    fn free(self) -> anyhow::Result<()> {
-        let keys: Vec<String> = (0..JUNK_KEYS).map(|i| format!("junk:{i}")).collect();
-        let mut args = vec!["DEL"];
-        args.extend(keys.iter().map(String::as_str));
-        let deleted = self.server.command(&args)?;
-        if deleted != format!(":{JUNK_KEYS}") {
-            bail!("deleting the junk answered {deleted:?}");
-        }
-        let probe = self.server.command(&["SET", "probe", "1"])?;
-        if probe != "+OK" {
-            bail!("memory is still full after the junk went: a SET answered {probe:?}");
-        }
-        self.server.command(&["DEL", "probe"])?;
-        Ok(())
-    }
-}
-
-fn used_memory(server: &RedisServer) -> anyhow::Result<u64> {
-    let info = server.command(&["INFO", "memory"])?;
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .with_context(|| format!("no used_memory in INFO memory: {info:?}"))?;
-    Ok(line.trim().parse()?)
 }
 
 /// `result` must be Redis's refusal for want of memory.
@@ -133,7 +73,7 @@ async fn reentered_lock_releases_both_holds() -> anyhow::Result<()> {
     outer.unlock().await?;
     assert!(!lock.is_locked().await?);
     assert!(!exists(&server, "{reentered}")?);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -171,7 +111,7 @@ async fn rwlock_readers_and_writer_keep_renewing_and_release() -> anyhow::Result
     write.unlock().await?;
     assert!(!exists(&server, "{shared}")?);
     assert!(!exists(&server, "{exclusive}")?);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -212,7 +152,7 @@ async fn fair_lock_releases_and_a_queued_waiter_is_refused() -> anyhow::Result<(
     assert!(lock.is_locked().await?);
     outer.unlock().await?;
     assert!(!lock.is_locked().await?);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -230,7 +170,7 @@ async fn semaphore_permits_go_back() -> anyhow::Result<()> {
     expect_oom("taking a permit", semaphore.try_acquire().await)?;
     two.release().await?;
     assert_eq!(semaphore.available_permits().await?, 3);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -261,7 +201,7 @@ async fn expirable_permits_update_their_lease_and_go_back() -> anyhow::Result<()
     )?;
     assert!(semaphore.release(second.forget()).await?);
     assert_eq!(semaphore.available_permits().await?, 2);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -284,7 +224,7 @@ async fn latch_counts_down_and_opens() -> anyhow::Result<()> {
     assert_eq!(latch.count_down().await?, 0);
     within(async { anyhow::Ok(waiter.await??) }).await?;
     assert!(!exists(&server, "{workers}")?);
-    memory.free()
+    Ok(memory.free()?)
 }
 
 #[tokio::test]
@@ -292,6 +232,7 @@ async fn new_acquires_fail_with_oom_until_memory_is_freed() -> anyhow::Result<()
     let server = noeviction_server()?;
     let client = Client::connect(&server.url()).await?;
     let memory = FullMemory::fill(&server)?;
+    let keys_when_full = server.command(&["DBSIZE"])?;
     // Connecting loads the scripts: SCRIPT LOAD is not refused with memory full.
     let late = Client::connect(&server.url()).await?;
 
@@ -317,7 +258,7 @@ async fn new_acquires_fail_with_oom_until_memory_is_freed() -> anyhow::Result<()
     }
     assert_eq!(
         server.command(&["DBSIZE"])?,
-        format!(":{JUNK_KEYS}"),
+        keys_when_full,
         "a refused acquire left keys"
     );
 
