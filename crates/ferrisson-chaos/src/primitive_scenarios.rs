@@ -17,7 +17,8 @@ use crate::guard::{Guard, acquire_with};
 use crate::history::{EventKind, History, Recorder};
 use crate::resource::Resource;
 use crate::scenarios::{
-    Config, Env, Scenario, connect, connect_impatient, critical_section, rec_belief, release, watch,
+    Config, Env, Scenario, connect, connect_impatient, critical_section, enter_and_watch,
+    rec_belief, release, watch,
 };
 
 /// Time from the holder's last deadline (its own belief) to the next client's grant:
@@ -242,13 +243,9 @@ async fn read_section(
     resource: &Resource,
     work: Duration,
 ) {
-    if !guard.is_held() {
-        release(rec, grant, guard).await;
-        return;
+    if enter_and_watch(rec, grant, &guard, resource, work).await {
+        resource.exit(rec, grant);
     }
-    resource.enter(rec, grant, guard.fencing_token());
-    watch(rec, grant, &guard, work).await;
-    resource.exit(rec, grant);
     release(rec, grant, guard).await;
 }
 

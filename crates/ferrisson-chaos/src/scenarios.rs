@@ -469,18 +469,30 @@ pub(crate) async fn critical_section(
     resource: &Resource,
     work: Duration,
 ) {
+    if enter_and_watch(rec, grant, &guard, resource, work).await {
+        if guard.is_held() {
+            resource.write(rec, grant, guard.fencing_token());
+        }
+        resource.exit(rec, grant);
+    }
+    release(rec, grant, guard).await;
+}
+
+/// Enters the resource with the guard's token and watches the guard while working;
+/// false, with nothing entered, for a grant that arrived too late to be used.
+pub(crate) async fn enter_and_watch(
+    rec: &Recorder,
+    grant: usize,
+    guard: &impl Guard,
+    resource: &Resource,
+    work: Duration,
+) -> bool {
     if !guard.is_held() {
-        // A grant that arrived too late: never touch the resource with it.
-        release(rec, grant, guard).await;
-        return;
+        return false;
     }
     resource.enter(rec, grant, guard.fencing_token());
-    watch(rec, grant, &guard, work).await;
-    if guard.is_held() {
-        resource.write(rec, grant, guard.fencing_token());
-    }
-    resource.exit(rec, grant);
-    release(rec, grant, guard).await;
+    watch(rec, grant, guard, work).await;
+    true
 }
 
 /// After healing: the lock must be free, at the latest one lease later.
