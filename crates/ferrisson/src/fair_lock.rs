@@ -412,14 +412,12 @@ impl FairLock {
     /// hold something a fair lock never writes.
     pub async fn inspect(&self) -> Result<FairLockInfo> {
         let mut conn = self.client.conn();
-        let (fields, pttl, queue, deadlines, time): InspectReply = redis::pipe()
-            .atomic()
-            .hgetall(self.keys.main())
-            .pttl(self.keys.main())
-            .zrange(self.queue_key(), 0, -1)
-            .zrange_withscores(self.deadlines_key(), 0, -1)
-            .cmd("TIME")
-            .query_async(&mut conn)
+        let (fields, pttl, queue, deadlines, time): InspectReply = SCRIPTS
+            .fair_inspect
+            .key(self.keys.main())
+            .key(self.queue_key())
+            .key(self.deadlines_key())
+            .invoke_async(&mut conn)
             .await?;
         let now_ms = time.0 * 1000 + time.1 / 1000;
         let deadlines: HashMap<String, f64> = deadlines.into_iter().collect();

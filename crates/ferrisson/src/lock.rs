@@ -250,11 +250,10 @@ impl Lock {
     /// holds something other than a ferrisson lock.
     pub async fn inspect(&self) -> Result<LockInfo> {
         let mut conn = self.client.conn();
-        let (fields, pttl): (Vec<(String, String)>, i64) = redis::pipe()
-            .atomic()
-            .hgetall(self.keys.main())
-            .pttl(self.keys.main())
-            .query_async(&mut conn)
+        let (fields, pttl): (Vec<(String, String)>, i64) = SCRIPTS
+            .lock_inspect
+            .key(self.keys.main())
+            .invoke_async(&mut conn)
             .await?;
         let (holder, hold_count, fencing_token) = parse_lock_hash(fields)?;
         Ok(LockInfo {

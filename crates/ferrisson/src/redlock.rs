@@ -433,11 +433,10 @@ impl Redlock {
             let mut conn = node.client.conn();
             let key = node.key.clone();
             within(timeout, async move {
-                redis::pipe()
-                    .atomic()
-                    .get(&key)
-                    .pttl(&key)
-                    .query_async::<(Option<String>, i64)>(&mut conn)
+                SCRIPTS
+                    .redlock_inspect
+                    .key(&key)
+                    .invoke_async::<(Option<String>, i64)>(&mut conn)
                     .await
             })
         }))

@@ -495,12 +495,10 @@ impl RwLock {
     /// holds something a read-write lock never writes.
     pub async fn inspect(&self) -> Result<RwLockInfo> {
         let mut conn = self.client.conn();
-        let (fields, pttl, time): InspectReply = redis::pipe()
-            .atomic()
-            .hgetall(self.keys.main())
-            .pttl(self.keys.main())
-            .cmd("TIME")
-            .query_async(&mut conn)
+        let (fields, pttl, time): InspectReply = SCRIPTS
+            .rwlock_inspect
+            .key(self.keys.main())
+            .invoke_async(&mut conn)
             .await?;
         let now_ms = time.0 * 1000 + time.1 / 1000;
         let mut info = RwLockInfo {

@@ -40,8 +40,7 @@ fn exists(server: &RedisServer, key: &str) -> anyhow::Result<bool> {
 }
 
 /// How many holders a read-write lock hash has (one `d:<owner>` deadline each), read
-/// with a plain command: `RwLock::inspect` reads in `MULTI`, which Redis refuses while
-/// memory is full.
+/// from outside the library.
 async fn deadlines(
     conn: &mut redis::aio::MultiplexedConnection,
     key: &str,
@@ -272,4 +271,37 @@ async fn new_acquires_fail_with_oom_until_memory_is_freed() -> anyhow::Result<()
     // Only the lock's fencing counter, which never expires, is left.
     assert_eq!(server.command(&["DBSIZE"])?, ":1");
     Ok(())
+}
+
+/// `inspect()` reads with a `no-writes` script: a `MULTI` of the same reads is refused
+/// while memory is full (`EXECABORT`), which made every `inspect()` fail.
+#[tokio::test]
+async fn inspect_reads_every_lock_while_memory_is_full() -> anyhow::Result<()> {
+    let server = noeviction_server()?;
+    let client = common::client_with_lease(&server, LEASE).await?;
+    let lock = client.lock("seen")?;
+    let held = lock.lock().await?;
+    let fair = client.fair_lock("seen-fair")?;
+    let fair_held = fair.lock().await?;
+    let rwlock = client.rwlock("seen-rw")?;
+    let read = rwlock.read().await?;
+    let redlock = ferrisson::Redlock::new(std::slice::from_ref(&client), "seen-red")?;
+    let red_held = redlock.lock().await?;
+    let memory = FullMemory::fill(&server)?;
+
+    let info = lock.inspect().await?;
+    assert_eq!(info.holder, Some(held.owner()));
+    assert_eq!(info.fencing_token, Some(held.fencing_token()));
+    assert!(info.ttl.is_some());
+    assert_eq!(fair.inspect().await?.holder, Some(fair_held.owner()));
+    let rw = rwlock.inspect().await?;
+    assert_eq!(rw.readers.len(), 1, "{rw:?}");
+    let state = redlock.inspect().await?;
+    assert_eq!(state.majority_holder.as_deref(), Some(red_held.token()));
+
+    held.unlock().await?;
+    fair_held.unlock().await?;
+    read.unlock().await?;
+    red_held.unlock().await?;
+    Ok(memory.free()?)
 }
