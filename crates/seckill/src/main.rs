@@ -94,7 +94,8 @@ struct LabServeArgs {
     /// How long a lab request retries a held lock before answering sold: false.
     #[arg(long = "lab-lock-wait", default_value = "2s", value_parser = humantime::parse_duration)]
     lock_wait: Duration,
-    /// Inject the variant's fault into the n-th holder of the lock in a run (0: never).
+    /// Inject the variant's fault into the n-th holder of the lock in a run, or the next
+    /// one if it could not show it (0: never).
     #[arg(long = "lab-fault-at", default_value_t = 0)]
     fault_at: u64,
     /// watchdog variant: stall this long on every --lab-stall-every-th unit (seed: 10s).

@@ -42,6 +42,10 @@ pub mod keys {
     pub const SEQ: &str = "lab:seq";
     /// Acquisitions of the hand-made lock in the current run (the fault's counter).
     pub const HOLDERS: &str = "lab:holders";
+    /// Set by the holder that carries the run's one fault; deleted again when the fault
+    /// could not be shown (`token-check`: nobody took over in time), so the next holder
+    /// carries it instead.
+    pub const FAULT_CLAIM: &str = "lab:fault_claim";
     /// The hand-made lock of the `setnx` .. `token-check` variants.
     pub const LOCK: &str = "lab:lock";
     /// Deletes that removed another holder's lock.
@@ -75,7 +79,8 @@ pub struct LabConfig {
     /// How long a request retries a held lock before answering `sold: false`.
     pub lock_wait: Duration,
     /// The holder (the n-th request to get the lock, across instances) that gets the
-    /// variant's fault; 0: never.
+    /// variant's one fault, or the next holder when it could not show it (`token-check`:
+    /// its lease ran out before its compare, or nobody took over); 0: never.
     pub fault_at: u64,
     /// `watchdog`: how long the holder stalls on every `stall_every`-th unit (seed: 10 s).
     pub stall: Duration,
@@ -397,6 +402,7 @@ pub async fn set_stock(
         .ignore()
         .del(&[
             keys::LOCK,
+            keys::FAULT_CLAIM,
             keys::FOREIGN_DELETES,
             keys::GAVE_UP,
             keys::FAULTS,
@@ -553,6 +559,25 @@ impl Run<'_> {
         Ok(began.elapsed())
     }
 
+    /// Claims the run's one fault for this holder; false when another holder has it.
+    async fn claim_fault(&mut self) -> Result<bool, ApiError> {
+        let claimed: Option<String> = redis::cmd("SET")
+            .arg(keys::FAULT_CLAIM)
+            .arg(self.seq)
+            .arg("NX")
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(claimed.is_some())
+    }
+
+    /// Gives up this holder's claim on the fault, which it could not show: the next
+    /// holder claims it.
+    async fn pass_fault_on(&mut self) -> Result<(), ApiError> {
+        let _: i64 = self.conn.del(keys::FAULT_CLAIM).await?;
+        self.fault = false;
+        Ok(())
+    }
+
     /// Waits (bounded by the lab's lock wait) until the stock differs from `read`.
     async fn await_stock_change(&mut self, read: i64) -> Result<(), ApiError> {
         let deadline = Instant::now() + self.lab.config.lock_wait;
@@ -593,7 +618,7 @@ impl Run<'_> {
             if acquired {
                 let holder: u64 = self.conn.incr(keys::HOLDERS, 1).await?;
                 let fault_at = self.lab.config.fault_at;
-                self.fault = fault_at != 0 && holder == fault_at;
+                self.fault = fault_at != 0 && holder >= fault_at && self.claim_fault().await?;
                 return Ok(true);
             }
             if Instant::now() >= deadline {
@@ -745,6 +770,12 @@ impl Run<'_> {
         let result = self.step(None).await;
         let current: Option<String> = self.conn.get(keys::LOCK).await?;
         let mut fault = None;
+        if self.fault && current.as_deref() != Some(token.as_str()) {
+            // This holder's lease ran out before its compare (a slow step): it deletes
+            // nothing, correctly, and the pause cannot show the race. The next holder
+            // carries the fault.
+            self.pass_fault_on().await?;
+        }
         if current.as_deref() == Some(token.as_str()) {
             let paused = if self.fault {
                 self.outlive_lease(&token).await?
@@ -757,6 +788,9 @@ impl Run<'_> {
                     self.seq,
                     paused.as_millis()
                 ));
+            } else if self.fault {
+                // Nobody took over within the lock wait: nothing to show yet.
+                self.pass_fault_on().await?;
             }
             let _: i64 = self.conn.del(keys::LOCK).await?;
         }
