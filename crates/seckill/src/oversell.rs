@@ -43,8 +43,7 @@ pub mod keys {
     /// Acquisitions of the hand-made lock in the current run (the fault's counter).
     pub const HOLDERS: &str = "lab:holders";
     /// Set by the holder that carries the run's one fault; deleted again when the fault
-    /// could not be shown (`token-check`: nobody took over in time), so the next holder
-    /// carries it instead.
+    /// could not be shown (nobody's lock to delete), so the next holder carries it.
     pub const FAULT_CLAIM: &str = "lab:fault_claim";
     /// The hand-made lock of the `setnx` .. `token-check` variants.
     pub const LOCK: &str = "lab:lock";
@@ -79,8 +78,9 @@ pub struct LabConfig {
     /// How long a request retries a held lock before answering `sold: false`.
     pub lock_wait: Duration,
     /// The holder (the n-th request to get the lock, across instances) that gets the
-    /// variant's one fault, or the next holder when it could not show it (`token-check`:
-    /// its lease ran out before its compare, or nobody took over); 0: never.
+    /// variant's one fault, or the next holder when it could not show it (`set-nx-ex`,
+    /// `token-check`: nobody held the lock when it deleted, or the lease ran out before
+    /// the compare); 0: never.
     pub fault_at: u64,
     /// `watchdog`: how long the holder stalls on every `stall_every`-th unit (seed: 10 s).
     pub stall: Duration,
@@ -748,12 +748,17 @@ impl Run<'_> {
                 self.lab.config.lease.as_millis(),
                 held_for.as_millis()
             ),
-            None => format!(
-                "request #{} held a {} ms lease for {} ms; nobody held the lock when it deleted it",
-                self.seq,
-                self.lab.config.lease.as_millis(),
-                held_for.as_millis()
-            ),
+            None => {
+                // The request that took over had already finished: the stale write
+                // happened, the wrong delete did not. The next holder carries the fault.
+                self.pass_fault_on().await?;
+                format!(
+                    "request #{} held a {} ms lease for {} ms; nobody held the lock when it deleted it",
+                    self.seq,
+                    self.lab.config.lease.as_millis(),
+                    held_for.as_millis()
+                )
+            }
         };
         self.record_fault(what)
             .await
