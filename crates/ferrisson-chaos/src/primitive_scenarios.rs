@@ -149,15 +149,29 @@ async fn fair_lock(
         })
     };
     queued(env, &direct, name, &keys).await?;
+    cut_off_while(&a, env, guard, &resource, lease, b_run).await?;
+    keys_left(&a, env, &keys, lease).await
+}
+
+/// A's link blackholed for two leases while A watches its guard and `b_run` (the
+/// contender) takes over; then healed, and A acts on its stale check: writes with its
+/// token and releases.
+async fn cut_off_while(
+    a: &Recorder,
+    env: &Env,
+    guard: impl Guard,
+    resource: &Resource,
+    lease: Duration,
+    b_run: tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
     env.proxy_a.control().set_blackhole(true);
-    watch(&a, 0, &guard, lease * 2).await;
+    watch(a, 0, &guard, lease * 2).await;
     env.proxy_a.control().set_blackhole(false);
     b_run.await??;
-    // The holder acts on its stale check.
-    resource.write(&a, 0, guard.fencing_token().get());
-    resource.exit(&a, 0);
-    release(&a, 0, guard).await;
-    keys_left(&a, env, &keys, lease).await
+    resource.write(a, 0, guard.fencing_token());
+    resource.exit(a, 0);
+    release(a, 0, guard).await;
+    Ok(())
 }
 
 /// Every key of the fair lock `name` that may be left behind, from the layout in
@@ -224,13 +238,7 @@ async fn rwlock(config: &Config, env: &Env, history: &History, name: &str) -> an
             anyhow::Ok(())
         })
     };
-    env.proxy_a.control().set_blackhole(true);
-    watch(&a, 0, &guard, lease * 2).await;
-    env.proxy_a.control().set_blackhole(false);
-    b_run.await??;
-    resource.write(&a, 0, guard.fencing_token().get());
-    resource.exit(&a, 0);
-    release(&a, 0, guard).await;
+    cut_off_while(&a, env, guard, &resource, lease, b_run).await?;
     keys_left(&a, env, &keys, lease).await
 }
 

@@ -495,6 +495,26 @@ pub(crate) async fn enter_and_watch(
     true
 }
 
+/// A's acquire whose reply was held back by the fault: recorded, and used for a short
+/// critical section if it still holds.
+async fn settle_pending(
+    a: &Recorder,
+    outcome: ferrisson::Result<Option<LockGuard>>,
+    resource: &Resource,
+    work: Duration,
+) {
+    let reason = match outcome {
+        Ok(Some(guard)) => {
+            granted(a, 0, &guard);
+            critical_section(a, 0, guard, resource, work).await;
+            return;
+        }
+        Ok(None) => "held".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    a.record(0, EventKind::AcquireFailed { reason });
+}
+
 /// After healing: the lock must be free, at the latest one lease later.
 pub(crate) async fn keys_left(
     rec: &Recorder,
@@ -580,24 +600,7 @@ async fn run_once(
             };
             tokio::time::sleep(lease * 3 / 2).await;
             pa.set_hold_replies(false);
-            match pending.await? {
-                Ok(Some(guard)) => {
-                    granted(&a, 0, &guard);
-                    critical_section(&a, 0, guard, &resource, lease / 4).await;
-                }
-                Ok(None) => a.record(
-                    0,
-                    EventKind::AcquireFailed {
-                        reason: "held".into(),
-                    },
-                ),
-                Err(e) => a.record(
-                    0,
-                    EventKind::AcquireFailed {
-                        reason: e.to_string(),
-                    },
-                ),
-            }
+            settle_pending(&a, pending.await?, &resource, lease / 4).await;
             b_task.await??;
         }
         Scenario::HolderBlackholed
@@ -616,24 +619,7 @@ async fn run_once(
             server_state(&direct, name, true).await?;
             pa.reset_all();
             pa.set_hold_replies(false);
-            match pending.await? {
-                Ok(Some(guard)) => {
-                    granted(&a, 0, &guard);
-                    critical_section(&a, 0, guard, &resource, lease / 4).await;
-                }
-                Ok(None) => a.record(
-                    0,
-                    EventKind::AcquireFailed {
-                        reason: "held".into(),
-                    },
-                ),
-                Err(e) => a.record(
-                    0,
-                    EventKind::AcquireFailed {
-                        reason: e.to_string(),
-                    },
-                ),
-            }
+            settle_pending(&a, pending.await?, &resource, lease / 4).await;
             let started = Instant::now();
             if let Some(guard) = acquire(&b, 0, &direct, name, lease * 10).await? {
                 b.record(
