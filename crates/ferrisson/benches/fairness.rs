@@ -1,61 +1,42 @@
-//! M3 and M4: contended hand-off and fairness of `FairLock` against `Lock`, with 8 and 32
+//! Contended hand-off and fairness of `FairLock` against `Lock`, with 8 and 32
 //! contenders, each on its own `Client` (its own connection and subscription, as separate
 //! processes would be), against one private redis-server.
 //!
-//! Every contender loops: request, acquire, release at once, request again. Per grant
-//! the bench records when the request started, when it was granted and when the release
-//! started (one process, so one monotonic clock). From that:
+//! Every contender loops: request, acquire, hold 3 ms, release, pause 1 ms, request again
+//! (`FAIRNESS_BENCH_HOLD_US`, `FAIRNESS_BENCH_PAUSE_US`). Per grant the bench records when
+//! the request started, when it was granted and when its release started (one process,
+//! so one monotonic clock). From that:
 //!
 //! - **inversions**: pairs of requests where `a` started more than `FAIRNESS_BENCH_SLACK_US`
 //!   (default 1000 µs, far above one round trip) before `b`, yet `b` was granted first;
 //! - **Jain index** of the grants per contender, (Σx)² / (n·Σx²): 1.0 when every
 //!   contender got the same share, 1/n when one got everything;
 //! - **hand-off**: from the start of a release to the next grant, counted only when the
-//!   next grantee was already waiting (a contended hand-off), p50 and p99, also as a
+//!   next grantee is another contender that asked at least 500 µs before the release
+//!   started (`FAIRNESS_BENCH_WAITED_US`), so was waiting for it (not a contender
+//!   re-acquiring its own lock, nor one whose request was still in flight), p50 and p99, as a
 //!   ratio to the round-trip floor measured in the same run (`PING` p50 through redis-rs);
 //! - **longest wait** from request to grant;
-//! - **script calls per grant** (`EVALSHA` on the server): 2.00 is one acquire and one
+//! - **script calls per grant** (`EVALSHA` and `EVAL` on the server): 2.00 is one acquire and one
 //!   release, anything above is failed retries and waiter keep-alives.
 //!
 //! Run: `cargo bench -p ferrisson --bench fairness` (`FAIRNESS_BENCH_GRANTS=N` grants per
 //! row, default 2000). Prints a markdown table for BENCHMARKS.md.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use ferrisson::Client;
+use std::time::Duration;
+
 use ferrisson_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
-use tokio::sync::{Barrier, Notify};
+
+use common::handoff::{Contention, LockKind, Pace, run_contention};
+use common::stats::{env_number, micros, percentile};
 
 const CONTENDERS: [usize; 2] = [8, 32];
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Fair,
-    Plain,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Fair => "FairLock",
-            Self::Plain => "Lock",
-        }
-    }
-}
-
-/// One grant as seen by its contender.
-#[derive(Clone, Copy)]
-struct Grant {
-    contender: usize,
-    requested: Instant,
-    granted: Instant,
-    released: Instant,
-}
-
 struct Row {
-    kind: Kind,
+    kind: LockKind,
     contenders: usize,
     grants: usize,
     inversions: u64,
@@ -67,128 +48,26 @@ struct Row {
     scripts_per_grant: f64,
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index]
-}
-
-async fn evalsha_calls(conn: &mut MultiplexedConnection) -> anyhow::Result<u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0))
-}
-
-/// p50 of one `PING` round trip through redis-rs: the floor every figure is divided by.
-async fn rtt_floor(conn: &mut MultiplexedConnection) -> anyhow::Result<Duration> {
-    let mut samples = Vec::with_capacity(2000);
-    for i in 0..2200 {
-        let started = Instant::now();
-        let _: String = redis::cmd("PING").query_async(conn).await?;
-        if i >= 200 {
-            samples.push(started.elapsed());
-        }
-    }
-    samples.sort();
-    Ok(percentile(&samples, 0.5))
-}
-
 async fn run_row(
     server: &RedisServer,
-    kind: Kind,
+    info: &mut MultiplexedConnection,
+    kind: LockKind,
     contenders: usize,
     target: usize,
 ) -> anyhow::Result<Row> {
     let name = format!("bench-{}-{contenders}", kind.name());
-    let mut clients = Vec::with_capacity(contenders);
-    for _ in 0..contenders {
-        clients.push(Client::connect(&server.url()).await?);
-    }
-    let mut raw = redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?;
-    let grants = Arc::new(Mutex::new(Vec::with_capacity(target + contenders)));
-    let start = Arc::new(Barrier::new(contenders));
-    let reached = Arc::new(Notify::new());
-    let scripts_before = evalsha_calls(&mut raw).await?;
-    let mut tasks = Vec::with_capacity(contenders);
-    for (contender, client) in clients.iter().enumerate() {
-        let (grants, start, reached) = (
-            Arc::clone(&grants),
-            Arc::clone(&start),
-            Arc::clone(&reached),
-        );
-        let fair = client.fair_lock(&name)?;
-        let plain = client.lock(&name)?;
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            loop {
-                let requested = Instant::now();
-                let (granted, released) = match kind {
-                    Kind::Fair => {
-                        let guard = fair.lock().await?;
-                        let granted = Instant::now();
-                        let released = Instant::now();
-                        guard.unlock().await?;
-                        (granted, released)
-                    }
-                    Kind::Plain => {
-                        let guard = plain.lock().await?;
-                        let granted = Instant::now();
-                        let released = Instant::now();
-                        guard.unlock().await?;
-                        (granted, released)
-                    }
-                };
-                let mut grants = grants.lock().expect("grants");
-                grants.push(Grant {
-                    contender,
-                    requested,
-                    granted,
-                    released,
-                });
-                if grants.len() >= target {
-                    reached.notify_one();
-                    return anyhow::Ok(());
-                }
-            }
-        }));
-    }
-    // The first contender to see the target stops; the others are stopped here.
-    reached.notified().await;
-    for task in &tasks {
-        task.abort();
-    }
-    for task in tasks {
-        if let Ok(result) = task.await {
-            result?;
-        }
-    }
-    let scripts = evalsha_calls(&mut raw).await? - scripts_before;
-    let grants = grants.lock().expect("grants").clone();
-    Ok(summarize(kind, contenders, grants, scripts))
+    let pace = Pace::from_env("FAIRNESS_BENCH");
+    let run = run_contention(server, info, kind, contenders, &name, target, pace).await?;
+    let scripts = ["evalsha", "eval"]
+        .iter()
+        .filter_map(|c| run.cost.calls.get(*c))
+        .sum();
+    Ok(summarize(kind, contenders, run, scripts))
 }
 
 /// Inversions, Jain index, hand-offs and waits of one row's grants.
-fn summarize(kind: Kind, contenders: usize, mut grants: Vec<Grant>, scripts: u64) -> Row {
-    grants.sort_by_key(|g| g.granted);
-
+fn summarize(kind: LockKind, contenders: usize, run: Contention, scripts: u64) -> Row {
+    let grants = &run.grants;
     let slack = Duration::from_micros(env_number("FAIRNESS_BENCH_SLACK_US", 1000));
     let (mut inversions, mut pairs) = (0_u64, 0_u64);
     for (i, later) in grants.iter().enumerate() {
@@ -206,18 +85,14 @@ fn summarize(kind: Kind, contenders: usize, mut grants: Vec<Grant>, scripts: u64
     }
 
     let mut per_contender = vec![0_f64; contenders];
-    for g in &grants {
+    for g in grants {
         per_contender[g.contender] += 1.0;
     }
     let sum: f64 = per_contender.iter().sum();
     let squares: f64 = per_contender.iter().map(|x| x * x).sum();
     let jain = sum * sum / (contenders as f64 * squares);
 
-    let mut handoffs: Vec<Duration> = grants
-        .windows(2)
-        .filter(|w| w[1].requested < w[0].released)
-        .map(|w| w[1].granted.saturating_duration_since(w[0].released))
-        .collect();
+    let mut handoffs = run.handoffs;
     handoffs.sort();
     let longest_wait = grants
         .iter()
@@ -238,10 +113,6 @@ fn summarize(kind: Kind, contenders: usize, mut grants: Vec<Grant>, scripts: u64
     }
 }
 
-fn micros(d: Duration) -> String {
-    format!("{:.0}", d.as_secs_f64() * 1e6)
-}
-
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -249,10 +120,8 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         let server = RedisServer::start()?;
         let target = usize::try_from(env_number("FAIRNESS_BENCH_GRANTS", 2000))?;
-        let mut raw = redis::Client::open(server.url())?
-            .get_multiplexed_async_connection()
-            .await?;
-        let floor = rtt_floor(&mut raw).await?;
+        let mut raw = common::raw_connection(&server.url()).await?;
+        let floor = common::ping_p50(&mut raw, 2000).await?;
         println!("round-trip floor (PING p50 through redis-rs): {} µs", micros(floor));
         println!();
         println!(
@@ -260,8 +129,8 @@ fn main() -> anyhow::Result<()> {
         );
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for contenders in CONTENDERS {
-            for kind in [Kind::Fair, Kind::Plain] {
-                let row = run_row(&server, kind, contenders, target).await?;
+            for kind in [LockKind::Fair, LockKind::Lock] {
+                let row = run_row(&server, &mut raw, kind, contenders, target).await?;
                 let ratio = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
                 println!(
                     "| {} | {} | {} | {} / {} | {:.3} | {} ({:.1}) | {} ({:.1}) | {:.1} | {:.2} |",

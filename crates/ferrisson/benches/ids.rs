@@ -1,10 +1,12 @@
-//! M7, id generation: `IdGenerator` per id and batched against raw `INCR` through
+//! Id generation: `IdGenerator` per id and batched against raw `INCR` through
 //! redis-rs, measured in the same run against one private redis-server.
 //!
 //! Run: `cargo bench -p ferrisson --bench ids` (`IDS_BENCH_MILLIS=N` per figure, default
 //! 1000; `IDS_BENCH_ROUNDS=N` interleaved rounds, default 5, the median is shown;
 //! `IDS_BENCH_TASKS=1,64` to measure only some task counts).
 //! Prints markdown tables for BENCHMARKS.md.
+
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +15,9 @@ use std::time::{Duration, Instant};
 use ferrisson::{Client, IdGenerator};
 use ferrisson_testkit::RedisServer;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
+
+use common::cost::client_cpu;
+use common::stats::{env_number, median};
 
 /// Task counts measured unless `IDS_BENCH_TASKS` (e.g. `1,64`) says otherwise.
 const TASKS: [usize; 4] = [1, 16, 64, 300];
@@ -30,13 +35,6 @@ fn task_counts() -> Vec<usize> {
 }
 /// How many operations a task does between two looks at the stop flag.
 const STRIDE: usize = 64;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Clone, Copy)]
 enum Mode {
@@ -64,21 +62,6 @@ struct Setup {
     batched: IdGenerator,
 }
 
-/// CPU time this process has used so far (user + system), from `/proc/self/stat`.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at state, field 3;
-    // utime and stime are fields 14 and 15, in clock ticks of 1/100 s on Linux.
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: u64 = after_name
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|t| t.parse::<u64>().ok())
-        .sum();
-    Duration::from_millis(ticks * 10)
-}
-
 /// One measurement: operations per wall-clock second, and per second of this process's
 /// CPU time (which other processes on the machine do not dilute).
 #[derive(Clone, Copy)]
@@ -94,11 +77,11 @@ async fn throughput(
     tasks: usize,
     duration: Duration,
     run: usize,
-) -> Rate {
+) -> anyhow::Result<Rate> {
     let stop = Arc::new(AtomicBool::new(false));
     let prefix = format!("bench{run}");
     let started = Instant::now();
-    let cpu_started = cpu_time();
+    let cpu_started = client_cpu()?;
     let mut handles = Vec::with_capacity(tasks);
     for _ in 0..tasks {
         let stop = Arc::clone(&stop);
@@ -146,18 +129,18 @@ async fn throughput(
     for handle in handles {
         total += handle.await.expect("bench task");
     }
-    let cpu = cpu_time()
+    let cpu = client_cpu()?
         .saturating_sub(cpu_started)
         .as_secs_f64()
         .max(0.01);
-    Rate {
+    Ok(Rate {
         wall: total as f64 / started.elapsed().as_secs_f64(),
         cpu: total as f64 / cpu,
-    }
+    })
 }
 
-/// The seed's test: 300 tasks x 100 ids, all collected; the wall time.
-async fn seed_test(ids: &IdGenerator, prefix: &str) -> Duration {
+/// 300 tasks x 100 ids, all collected: the wall time.
+async fn three_hundred_tasks(ids: &IdGenerator, prefix: &str) -> Duration {
     let started = Instant::now();
     let handles: Vec<_> = (0..300)
         .map(|_| {
@@ -174,7 +157,7 @@ async fn seed_test(ids: &IdGenerator, prefix: &str) -> Duration {
         .collect();
     let mut all = std::collections::HashSet::with_capacity(30_000);
     for handle in handles {
-        all.extend(handle.await.expect("seed task"));
+        all.extend(handle.await.expect("a task of the 300"));
     }
     let took = started.elapsed();
     assert_eq!(all.len(), 30_000, "duplicate ids");
@@ -189,11 +172,6 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() -> anyhow::Result<()> {
     let millis = env_number("IDS_BENCH_MILLIS", 1000);
     let rounds = env_number("IDS_BENCH_ROUNDS", 5).max(1) as usize;
@@ -206,17 +184,20 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         let client = Client::connect(&server.url()).await?;
         let setup = Setup {
-            raw: redis::Client::open(server.url())?
-                .get_multiplexed_async_connection()
-                .await?,
+            raw: common::raw_connection(&server.url()).await?,
             manager: {
                 let info = redis::IntoConnectionInfo::into_connection_info(server.url())?;
                 let settings = info
                     .redis_settings()
                     .clone()
                     .set_protocol(redis::ProtocolVersion::RESP3);
-                ConnectionManager::new(redis::Client::open(info.set_redis_settings(settings))?)
-                    .await?
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(common::RAW_RESPONSE_TIMEOUT));
+                ConnectionManager::new_with_config(
+                    redis::Client::open(info.set_redis_settings(settings))?,
+                    config,
+                )
+                .await?
             },
             per_id: client.id_generator(),
             batched: IdGenerator::builder(&client).batched().build()?,
@@ -235,14 +216,18 @@ fn main() -> anyhow::Result<()> {
             for (t, &tasks) in task_counts.iter().enumerate() {
                 for (m, &mode) in modes.iter().enumerate() {
                     run += 1;
-                    results[t][m].push(throughput(&setup, mode, tasks, duration, run).await);
+                    results[t][m].push(throughput(&setup, mode, tasks, duration, run).await?);
                 }
             }
         }
-        let mut seed = [Vec::new(), Vec::new()];
+        let mut collect_times = [Vec::new(), Vec::new()];
         for round in 0..rounds.max(5) {
             for (i, ids) in [&setup.per_id, &setup.batched].into_iter().enumerate() {
-                seed[i].push(seed_test(ids, &format!("seed{round}")).await.as_secs_f64());
+                collect_times[i].push(
+                    three_hundred_tasks(ids, &format!("tasks{round}"))
+                        .await
+                        .as_secs_f64(),
+                );
             }
         }
 
@@ -250,7 +235,7 @@ fn main() -> anyhow::Result<()> {
             &task_counts,
             modes,
             &results,
-            &seed,
+            &collect_times,
             rounds,
             millis,
             &load_before,
@@ -264,7 +249,7 @@ fn print_report(
     task_counts: &[usize],
     modes: [Mode; 4],
     results: &[Vec<Vec<Rate>>],
-    seed: &[Vec<f64>; 2],
+    collect_times: &[Vec<f64>; 2],
     rounds: usize,
     millis: u64,
     load_before: &str,
@@ -329,9 +314,9 @@ fn print_report(
         );
     }
     println!();
-    println!("| seed test, 300 tasks x 100 ids | per id | batched |");
+    println!("| 300 tasks x 100 ids | per id | batched |");
     println!("|---|---:|---:|");
-    let [per_id, batched] = seed.clone().map(|s| median(s) * 1000.0);
+    let [per_id, batched] = collect_times.clone().map(|s| median(s) * 1000.0);
     println!(
         "| wall time (median of {}) | {per_id:.1} ms | {batched:.1} ms |",
         rounds.max(5)

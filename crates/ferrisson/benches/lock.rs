@@ -1,49 +1,83 @@
-//! Lock benchmarks M1–M3 against a raw redis-rs floor measured in the same run.
+//! Lock benchmarks against a raw redis-rs floor and the peer crate rslock, measured in the
+//! same run on one private redis-server.
 //!
-//! `cargo bench -p ferrisson --bench lock` (add `-- --quick` for a short run). Starts its
-//! own redis-server; prints markdown tables for BENCHMARKS.md.
+//! `cargo bench -p ferrisson --bench lock` (add `-- --quick` for a short run, and
+//! `-- --noop-recorder` to install a `metrics` recorder that records nothing, which
+//! measures what the library's metric calls cost when an application has a recorder;
+//! `LOCK_BENCH_ROUNDS`, `LOCK_BENCH_SLICE_MS`, `LOCK_BENCH_GRANTS`, `LOCK_BENCH_WAIT_MS`,
+//! and for the hand-off `LOCK_BENCH_HOLD_US`, `LOCK_BENCH_PAUSE_US`, `LOCK_BENCH_WAITED_US`
+//! change the sizes).
+//! Prints markdown tables for BENCHMARKS.md.
 //!
 //! - floor: `SET key token NX PX 30000` + a compare-and-delete script (`EVALSHA`) through
 //!   one redis-rs multiplexed connection: the least any correct lock can do.
-//! - M1: uncontended lock+unlock latency, p50/p99.
-//! - M2: lock+unlock throughput on distinct keys at 1/16/64/256 tasks.
-//! - M3: contended hand-off: from the holder starting its release to the next waiter
-//!   holding, with 2/8/32 contenders each on its own client (as separate processes would
-//!   be), and the Redis commands spent per hand-off.
+//! - rslock (0.10, one server): `SET NX PX` + a compare-and-delete script, no watchdog,
+//!   no fencing, no re-entry; its waiters poll.
+//! - Uncontended lock+unlock latency, p50/p99, and what a pair costs: client CPU (this
+//!   process, `getrusage`), Redis CPU (`INFO cpu`), Redis calls by command
+//!   (`INFO commandstats`, scripts' inner calls included).
+//! - Throughput on distinct keys at 1/16/64/256 tasks, with the same cost columns.
+//! - Contended hand-off with 2/8/32 contenders, each on its own `Client` (as separate
+//!   processes would be), each holding the lock 3 ms and pausing 1 ms after its release:
+//!   from the holder starting its release to another contender that was already waiting
+//!   holding the lock (a contender re-acquiring its own lock, or one whose request was
+//!   still in flight, is not a hand-off and is not counted), also over a `PING` round trip
+//!   measured right before the row; the requests per grant, and the requests sent while
+//!   one client holds and every other one waits (over 3.5 s, longer than a `FairLock`
+//!   waiter's keep-alive period).
 
-use std::sync::{Arc, Mutex};
+mod common;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrisson::{Client, Lease};
+use ferrisson::{Client, Lock, SimpleLock};
 use ferrisson_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
+use common::cost::{Cost, Snapshot};
+use common::handoff::{Contended, LockKind, Pace, run_contention};
+use common::stats::{env_number, micros, p50_p99};
+use common::throughput::{self, Contestant, Pairs};
+
 const CAD: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+/// The lease of the floor's and rslock's keys (ferrisson's locks use their defaults).
+const LEASE: Duration = Duration::from_secs(30);
 
 struct Config {
+    /// Uncontended pairs per kind and round, and rounds.
     m1_iterations: usize,
-    m2_slice: Duration,
-    m3_handoffs: usize,
+    m1_rounds: usize,
+    slice: Duration,
+    grants: usize,
     rounds: usize,
+    /// How the contenders of the hand-off runs use the lock.
+    pace: Pace,
+    /// The window in which the waiters' requests are counted.
+    wait: Duration,
 }
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let config = if quick {
-        Config {
-            m1_iterations: 500,
-            m2_slice: Duration::from_millis(200),
-            m3_handoffs: 200,
-            rounds: 1,
-        }
+    if std::env::args().any(|a| a == "--noop-recorder") {
+        metrics::set_global_recorder(metrics::NoopRecorder)
+            .map_err(|_| anyhow::anyhow!("a recorder was installed already"))?;
+        println!("(a no-op metrics recorder is installed)\n");
+    }
+    let (iterations, m1_rounds, slice_ms, grants, rounds, wait_ms) = if quick {
+        (250, 2, 200, 200, 1, 1000)
     } else {
-        Config {
-            m1_iterations: 4000,
-            m2_slice: Duration::from_millis(700),
-            m3_handoffs: 2000,
-            rounds: 3,
-        }
+        (1000, 12, 700, 1000, 3, 3500)
+    };
+    let config = Config {
+        m1_iterations: iterations,
+        m1_rounds,
+        slice: Duration::from_millis(env_number("LOCK_BENCH_SLICE_MS", slice_ms)),
+        grants: usize::try_from(env_number("LOCK_BENCH_GRANTS", grants))?,
+        rounds: usize::try_from(env_number("LOCK_BENCH_ROUNDS", rounds))?.max(1),
+        pace: Pace::from_env("LOCK_BENCH"),
+        wait: Duration::from_millis(env_number("LOCK_BENCH_WAIT_MS", wait_ms)),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -52,379 +86,309 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run(&config))
 }
 
+/// The locks compared in the uncontended tables.
+#[derive(Clone, Copy)]
+enum Kind {
+    Floor,
+    Simple,
+    Lock,
+    Rslock,
+}
+
+const KINDS: [Kind; 4] = [Kind::Floor, Kind::Simple, Kind::Lock, Kind::Rslock];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Floor => "raw floor (SET NX PX + CAD script)",
+            Self::Simple => "`SimpleLock`",
+            Self::Lock => "`Lock` (watchdog)",
+            Self::Rslock => "rslock 0.10",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Floor => "floor",
+            Self::Simple => "simple",
+            Self::Lock => "lock",
+            Self::Rslock => "rslock",
+        }
+    }
+}
+
+/// What the contestants run on: one connection or client each, shared by all tasks.
+struct Peers {
+    raw: MultiplexedConnection,
+    cad: redis::Script,
+    client: Client,
+    rslock: rslock::LockManager,
+}
+
+/// One lock of one kind, ready for lock+unlock pairs.
+enum Subject {
+    Floor {
+        raw: MultiplexedConnection,
+        cad: redis::Script,
+        key: String,
+    },
+    Simple(SimpleLock),
+    Lock(Lock),
+    Rslock {
+        manager: rslock::LockManager,
+        key: String,
+    },
+}
+
+impl Subject {
+    fn new(kind: Kind, peers: &Peers, key: String) -> anyhow::Result<Self> {
+        Ok(match kind {
+            Kind::Floor => Self::Floor {
+                raw: peers.raw.clone(),
+                cad: peers.cad.clone(),
+                key,
+            },
+            Kind::Simple => Self::Simple(peers.client.simple_lock(&key)?),
+            Kind::Lock => Self::Lock(peers.client.lock(&key)?),
+            Kind::Rslock => Self::Rslock {
+                manager: peers.rslock.clone(),
+                key,
+            },
+        })
+    }
+
+    /// One lock + unlock; the lock must be free.
+    async fn pair(&mut self) -> anyhow::Result<()> {
+        match self {
+            Self::Floor { raw, cad, key } => {
+                let token = format!("{:032x}", rand::random::<u128>());
+                let ok: Option<String> = redis::cmd("SET")
+                    .arg(&*key)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(LEASE.as_millis() as u64)
+                    .query_async(raw)
+                    .await?;
+                anyhow::ensure!(ok.is_some(), "floor lock {key} not acquired");
+                let _: i64 = cad.key(&*key).arg(&token).invoke_async(raw).await?;
+            }
+            Self::Simple(lock) => lock.lock().await?.unlock().await?,
+            Self::Lock(lock) => lock.lock().await?.unlock().await?,
+            Self::Rslock { manager, key } => {
+                manager.acquire(key.as_str(), LEASE).await?.release().await;
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn run(config: &Config) -> anyhow::Result<()> {
     let server = RedisServer::start()?;
-    let client = Client::connect(&server.url()).await?;
-    let mut raw = redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?;
-    let cad = redis::Script::new(CAD);
+    let url = server.url();
+    let connect = || common::raw_connection(&url);
+    let peers = Arc::new(Peers {
+        raw: connect().await?,
+        cad: redis::Script::new(CAD),
+        client: Client::connect(&server.url()).await?,
+        rslock: rslock::LockManager::new(vec![server.url()]),
+    });
+    let mut info = connect().await?;
 
-    // M1: alternate floor and lock in rounds so drift in machine load hits both alike.
-    // Redis's own time per pair (commandstats), to tell server work from client work.
-    let (mut floor, mut lock, mut simple) = (Vec::new(), Vec::new(), Vec::new());
-    let mut server_us = [0.0_f64; 3];
-    for _ in 0..config.rounds {
-        let before = server_usec(&mut raw).await?;
-        floor.extend(m1_floor(&mut raw, &cad, config.m1_iterations).await?);
-        let after_floor = server_usec(&mut raw).await?;
-        lock.extend(m1_lock(&client, config.m1_iterations).await?);
-        let after_lock = server_usec(&mut raw).await?;
-        simple.extend(m1_simple(&client, config.m1_iterations).await?);
-        let after_simple = server_usec(&mut raw).await?;
-        for (slot, (from, to)) in server_us.iter_mut().zip([
-            (before, after_floor),
-            (after_floor, after_lock),
-            (after_lock, after_simple),
-        ]) {
-            *slot += (to - from) / (config.m1_iterations * config.rounds) as f64;
+    uncontended(&peers, &mut info, config).await?;
+    distinct_keys(&peers, &mut info, config).await?;
+    handoff(&server, &mut info, config).await
+}
+
+/// Uncontended lock+unlock latency.
+async fn uncontended(
+    peers: &Peers,
+    info: &mut MultiplexedConnection,
+    config: &Config,
+) -> anyhow::Result<()> {
+    let mut samples: Vec<Vec<Duration>> = KINDS.iter().map(|_| Vec::new()).collect();
+    let mut costs: Vec<Cost> = KINDS.iter().map(|_| Cost::default()).collect();
+    // Short rounds alternate the kinds, so that drift in the machine's load hits them
+    // alike (on this VM latency moves with load either way: idle cores wake up slowly).
+    for round in 0..=config.m1_rounds {
+        for ((kind, samples), cost) in KINDS.iter().zip(&mut samples).zip(&mut costs) {
+            let mut subject = Subject::new(*kind, peers, format!("m1:{}", kind.label()))?;
+            // Round 0 warms up (script loading, connections) and is not counted.
+            let iterations = if round == 0 { 50 } else { config.m1_iterations };
+            let before = Snapshot::take(info).await?;
+            let mut taken = Vec::with_capacity(iterations);
+            for _ in 0..iterations {
+                let started = Instant::now();
+                subject.pair().await?;
+                taken.push(started.elapsed());
+            }
+            let after = Snapshot::take(info).await?;
+            if round > 0 {
+                samples.extend(taken);
+                cost.add(&Cost::between(&before, &after));
+            }
         }
     }
-    let (fp50, fp99) = percentiles(&mut floor);
+    let pairs = (config.m1_iterations * config.m1_rounds) as f64;
+    let (floor_p50, floor_p99) = p50_p99(&mut samples[0]);
+    let (floor_client, floor_redis) = (costs[0].client_us_per(pairs), costs[0].redis_us_per(pairs));
+    println!("## Uncontended lock+unlock ({pairs} pairs each)\n");
     println!(
-        "## M1 uncontended lock+unlock ({} pairs each)\n",
-        floor.len()
+        "| | p50 µs | p99 µs | p50 / floor | p99 / floor | client CPU µs/pair | / floor | Redis CPU µs/pair | / floor | Redis calls per pair (scripts' inner calls included) |"
     );
-    println!(
-        "| | p50 | p99 | p50 / floor | p99 / floor | Redis time per pair |\n|---|---:|---:|---:|---:|---:|"
-    );
-    println!(
-        "| raw floor (SET NX PX + CAD script) | {} | {} | 1.00 | 1.00 | {:.1} µs |",
-        us(fp50),
-        us(fp99),
-        server_us[0]
-    );
-    for (name, samples, server) in [
-        ("`Lock` (watchdog)", &mut lock, server_us[1]),
-        ("`SimpleLock`", &mut simple, server_us[2]),
-    ] {
-        let (p50, p99) = percentiles(samples);
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for ((kind, samples), cost) in KINDS.iter().zip(&mut samples).zip(&costs) {
+        let (p50, p99) = p50_p99(samples);
+        let (client, redis) = (cost.client_us_per(pairs), cost.redis_us_per(pairs));
         println!(
-            "| {name} | {} | {} | {:.2} | {:.2} | {server:.1} µs |",
-            us(p50),
-            us(p99),
-            ratio(p50, fp50),
-            ratio(p99, fp99)
-        );
-    }
-
-    // M2: distinct keys, N tasks, pairs per second.
-    println!("\n## M2 distinct-key throughput (lock+unlock pairs/s)\n");
-    println!("| tasks | raw floor | `Lock` | ratio |\n|---:|---:|---:|---:|");
-    for tasks in [1, 16, 64, 256] {
-        let (mut floor_rates, mut lock_rates) = (Vec::new(), Vec::new());
-        for _ in 0..config.rounds {
-            floor_rates.push(m2_floor(&raw, &cad, tasks, config.m2_slice).await?);
-            lock_rates.push(m2_lock(&client, tasks, config.m2_slice).await?);
-        }
-        let floor_rate = median(&mut floor_rates);
-        let lock_rate = median(&mut lock_rates);
-        println!(
-            "| {tasks} | {floor_rate:.0} | {lock_rate:.0} | {:.2} |",
-            lock_rate / floor_rate
-        );
-    }
-
-    // M3: contended hand-off.
-    println!("\n## M3 contended hand-off (release start -> next holder)\n");
-    println!(
-        "| contenders | p50 | p99 | p50 / floor M1 p50 | commands per hand-off | commands while waiting |\n|---:|---:|---:|---:|---:|---:|"
-    );
-    for contenders in [2, 8, 32] {
-        let result = m3(&server, contenders, config.m3_handoffs).await?;
-        let mut samples = result.handoffs;
-        let (p50, p99) = percentiles(&mut samples);
-        println!(
-            "| {contenders} | {} | {} | {:.2} | {:.2} | {} |",
-            us(p50),
-            us(p99),
-            ratio(p50, fp50),
-            result.commands_per_handoff,
-            result.commands_while_waiting
+            "| {} | {} | {} | {:.2} | {:.2} | {client:.1} | {:.2} | {redis:.1} | {:.2} | {} |",
+            kind.name(),
+            micros(p50),
+            micros(p99),
+            p50.as_secs_f64() / floor_p50.as_secs_f64(),
+            p99.as_secs_f64() / floor_p99.as_secs_f64(),
+            client / floor_client,
+            redis / floor_redis,
+            cost.calls_per(pairs),
         );
     }
     Ok(())
 }
 
-async fn m1_floor(
-    raw: &mut MultiplexedConnection,
-    cad: &redis::Script,
-    n: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n {
-        let token = format!("{:032x}", rand::random::<u128>());
-        let started = Instant::now();
-        let ok: Option<String> = redis::cmd("SET")
-            .arg("floor")
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query_async(raw)
+/// Lock+unlock throughput on distinct keys: every task has its own lock.
+async fn distinct_keys(
+    peers: &Arc<Peers>,
+    info: &mut MultiplexedConnection,
+    config: &Config,
+) -> anyhow::Result<()> {
+    println!(
+        "\n## Distinct-key throughput (lock+unlock pairs; {} rounds of {:?} per row)\n",
+        config.rounds, config.slice
+    );
+    println!("| tasks | lock | {}", throughput::COLUMNS);
+    println!("|---:|---|{}", throughput::ALIGNMENT);
+    for tasks in [1, 16, 64, 256] {
+        let contestants: Vec<Contestant> = KINDS
+            .iter()
+            .map(|&kind| {
+                let peers = Arc::clone(peers);
+                Contestant::new(kind.name(), move |task, pairs: Arc<Pairs>| {
+                    let key = format!("m2:{}:{task}", kind.label());
+                    let mut subject = Subject::new(kind, &peers, key)?;
+                    Ok(async move {
+                        while pairs.running() {
+                            subject.pair().await?;
+                            pairs.done();
+                        }
+                        anyhow::Ok(())
+                    })
+                })
+            })
+            .collect();
+        let slices =
+            throughput::compare(info, &contestants, tasks, config.rounds, config.slice).await?;
+        throughput::print_rows(&tasks.to_string(), &contestants, &slices);
+    }
+    Ok(())
+}
+
+/// Contended hand-off between contenders on their own clients.
+async fn handoff(
+    server: &RedisServer,
+    info: &mut MultiplexedConnection,
+    config: &Config,
+) -> anyhow::Result<()> {
+    println!(
+        "\n## Contended hand-off (release start -> another contender, already waiting, holds; {} grants per row, each held {:?}, then {:?} apart)\n",
+        config.grants, config.pace.hold, config.pace.pause
+    );
+    println!(
+        "| contenders | lock | hand-offs / grants | hand-off p50 µs | hand-off p99 µs | PING p50 µs | p50 / RTT | requests per grant | Redis calls per grant (scripts' inner calls included) | requests/s while waiting |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|");
+    for contenders in [2, 8, 32] {
+        for kind in [LockKind::Lock, LockKind::Simple, LockKind::Fair] {
+            let name = format!("m3:{}:{contenders}", kind.name());
+            // The round trip right before the row, under the same machine load.
+            let rtt = common::ping_p50(info, 500).await?;
+            let run = run_contention(
+                server,
+                info,
+                kind,
+                contenders,
+                &name,
+                config.grants,
+                config.pace,
+            )
             .await?;
-        anyhow::ensure!(ok.is_some(), "floor lock {i} not acquired");
-        let _: i64 = cad.key("floor").arg(&token).invoke_async(raw).await?;
-        samples.push(started.elapsed());
+            let mut samples = run.handoffs;
+            let counted = samples.len();
+            let (p50, p99) = p50_p99(&mut samples);
+            let grants = run.grants.len() as f64;
+            let waiting = requests_while_waiting(&run.clients, info, kind, config.wait).await?;
+            println!(
+                "| {contenders} | `{}` | {counted} / {} | {} | {} | {} | {:.2} | {:.2} | {} | {:.1} |",
+                kind.name(),
+                run.grants.len(),
+                micros(p50),
+                micros(p99),
+                micros(rtt),
+                p50.as_secs_f64() / rtt.as_secs_f64(),
+                run.cost.requests() as f64 / grants,
+                run.cost.calls_per(grants),
+                waiting.requests() as f64 / waiting.seconds,
+            );
+        }
     }
-    Ok(samples)
+    Ok(())
 }
 
-async fn m1_lock(client: &Client, n: usize) -> anyhow::Result<Vec<Duration>> {
-    let lock = client.lock("m1")?;
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        let guard = lock.lock().await?;
-        guard.unlock().await?;
-        samples.push(started.elapsed());
-    }
-    Ok(samples)
-}
-
-async fn m1_simple(client: &Client, n: usize) -> anyhow::Result<Vec<Duration>> {
-    let lock = client.simple_lock("m1-simple")?;
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        let guard = lock.lock().await?;
-        guard.unlock().await?;
-        samples.push(started.elapsed());
-    }
-    Ok(samples)
-}
-
-async fn m2_floor(
-    raw: &MultiplexedConnection,
-    cad: &redis::Script,
-    tasks: usize,
-    slice: Duration,
-) -> anyhow::Result<f64> {
-    let deadline = Instant::now() + slice;
-    let mut handles = Vec::new();
-    for t in 0..tasks {
-        let mut raw = raw.clone();
-        let cad = cad.clone();
-        handles.push(tokio::spawn(async move {
-            let key = format!("floor:{t}");
-            let mut pairs = 0u64;
-            while Instant::now() < deadline {
-                let token = format!("{:032x}", rand::random::<u128>());
-                let _: Option<String> = redis::cmd("SET")
-                    .arg(&key)
-                    .arg(&token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(30_000)
-                    .query_async(&mut raw)
-                    .await?;
-                let _: i64 = cad.key(&key).arg(&token).invoke_async(&mut raw).await?;
-                pairs += 1;
-            }
-            anyhow::Ok(pairs)
-        }));
-    }
-    let started = Instant::now();
-    let mut total = 0;
-    for handle in handles {
-        total += handle.await??;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64().max(slice.as_secs_f64()))
-}
-
-async fn m2_lock(client: &Client, tasks: usize, slice: Duration) -> anyhow::Result<f64> {
-    let deadline = Instant::now() + slice;
-    let mut handles = Vec::new();
-    for t in 0..tasks {
-        let lock = client.lock(&format!("m2:{t}"))?;
-        handles.push(tokio::spawn(async move {
-            let mut pairs = 0u64;
-            while Instant::now() < deadline {
-                lock.lock().await?.unlock().await?;
-                pairs += 1;
-            }
-            anyhow::Ok(pairs)
-        }));
-    }
-    let started = Instant::now();
-    let mut total = 0;
-    for handle in handles {
-        total += handle.await??;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64().max(slice.as_secs_f64()))
-}
-
-struct HandOff {
-    handoffs: Vec<Duration>,
-    commands_per_handoff: f64,
-    commands_while_waiting: u64,
-}
-
-async fn m3(server: &RedisServer, contenders: usize, handoffs: usize) -> anyhow::Result<HandOff> {
-    let mut clients = Vec::new();
-    for _ in 0..contenders {
-        clients.push(Client::connect(&server.url()).await?);
-    }
-    let mut info = redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?;
-    // Released at: the instant the previous holder started its unlock.
-    let released_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let samples: Arc<Mutex<Vec<Duration>>> = Arc::new(Mutex::new(Vec::new()));
-    let before = commands_processed(&mut info).await?;
-    let per_task = handoffs / contenders;
-    let mut handles = Vec::new();
-    for client in &clients {
-        // A fixed lease: no watchdog renewals mixed into the command count.
-        let lock = client
-            .lock("m3")?
-            .with_lease(Lease::Fixed(Duration::from_secs(30)))?;
-        let released_at = Arc::clone(&released_at);
-        let samples = Arc::clone(&samples);
-        handles.push(tokio::spawn(async move {
-            for _ in 0..per_task {
-                let guard = lock.lock().await?;
-                let now = Instant::now();
-                if let Some(at) = released_at
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("poisoned"))?
-                    .take()
-                {
-                    samples
-                        .lock()
-                        .map_err(|_| anyhow::anyhow!("poisoned"))?
-                        .push(now - at);
-                }
-                *released_at
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("poisoned"))? = Some(Instant::now());
-                guard.unlock().await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for handle in handles {
-        handle.await??;
-    }
-    let after = commands_processed(&mut info).await?;
-    let acquisitions = (per_task * contenders) as u64;
-    let commands = after - before - 1;
-    let samples = Arc::try_unwrap(samples)
-        .map_err(|_| anyhow::anyhow!("samples still shared"))?
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?;
-    let commands_while_waiting = commands_while_waiting(&clients, &mut info).await?;
-    // Every command beyond acquire + release is a failed try right after a wake-up, or a
-    // subscribe/unsubscribe.
-    Ok(HandOff {
-        handoffs: samples,
-        commands_per_handoff: commands as f64 / acquisitions as f64,
-        commands_while_waiting,
-    })
-}
-
-/// One client holds the lock while every other one waits: the commands the server sees
-/// in a 300 ms window then are the waiters' (minus the two `INFO` calls).
-async fn commands_while_waiting(
+/// One client holds a fresh lock while every other one waits for it: the cost of a
+/// `window` of that (requests = script calls and (un)subscriptions).
+async fn requests_while_waiting(
     clients: &[Client],
     info: &mut MultiplexedConnection,
-) -> anyhow::Result<u64> {
-    let holder = clients[0]
-        .lock("m3")?
-        .with_lease(Lease::Fixed(Duration::from_secs(30)))?;
-    let guard = holder.lock().await?;
+    kind: LockKind,
+    window: Duration,
+) -> anyhow::Result<Cost> {
+    // Subscriptions left from the contended run linger 500 ms; let them go first, so
+    // that their UNSUBSCRIBE does not land in the window and every waiter below is seen
+    // subscribing to the fresh lock.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let name = format!("m3-wait:{}:{}", kind.name(), clients.len());
+    let holder = Contended::new(kind, &clients[0], &name)?;
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let holding = tokio::spawn(async move {
+        holder
+            .hold_until(async move {
+                let _ = held_tx.send(());
+                let _ = release_rx.await;
+            })
+            .await
+    });
+    held_rx.await?;
     let mut waiters = Vec::new();
     for client in &clients[1..] {
-        let lock = client.lock("m3")?;
-        waiters.push(tokio::spawn(
-            async move { lock.lock().await?.unlock().await },
-        ));
+        let waiter = Contended::new(kind, client, &name)?;
+        waiters.push(tokio::spawn(async move {
+            waiter.hold_once(Duration::ZERO).await
+        }));
     }
-    // Every waiter's client subscribed, and its attempts done (a waiter tries once more
-    // right after subscribing)...
-    let channel = "{m3}:released";
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, subscribed): (String, usize) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(info)
-            .await?;
-        let joined = clients[1..].iter().all(|c| c.stats().waiting_channels == 1);
-        if joined && subscribed == clients.len() - 1 {
-            break;
-        }
+    while !clients[1..].iter().all(|c| c.stats().waiting_channels >= 1) {
         anyhow::ensure!(Instant::now() < deadline, "waiters never subscribed");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    // ...and the holder's own subscription from the hand-off phase has lingered out
-    // (500 ms), so its UNSUBSCRIBE does not land in the window.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let before = commands_processed(info).await?;
+    // A waiter tries once more right after subscribing; let those tries land first.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = commands_processed(info).await?;
-    guard.unlock().await?;
+    let before = Snapshot::take(info).await?;
+    tokio::time::sleep(window).await;
+    let after = Snapshot::take(info).await?;
+    let _ = release_tx.send(());
+    holding.await??;
     for waiter in waiters {
         waiter.await??;
     }
-    Ok(after - before - 1)
-}
-
-/// Commands clients sent (script calls, subscribe, unsubscribe, INFO), not counting the
-/// commands scripts run inside Redis, which `total_commands_processed` would include.
-async fn commands_processed(conn: &mut MultiplexedConnection) -> anyhow::Result<u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    let calls = |command: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Ok(["evalsha", "subscribe", "unsubscribe", "info"]
-        .iter()
-        .map(|c| calls(c))
-        .sum())
-}
-
-/// Microseconds Redis spent executing commands so far (all commands, scripts included).
-async fn server_usec(conn: &mut MultiplexedConnection) -> anyhow::Result<f64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(info
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
-        .filter_map(|l| {
-            l.split("usec=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .sum())
-}
-
-fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort_unstable();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.50), at(0.99))
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn ratio(value: Duration, floor: Duration) -> f64 {
-    value.as_secs_f64() / floor.as_secs_f64()
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+    Ok(Cost::between(&before, &after))
 }

@@ -13,6 +13,8 @@
 //! default 3; `REDLOCK_BENCH_ROUNDS=N` rounds of every table but the frozen-node one,
 //! default 3, medians shown). Prints markdown tables for BENCHMARKS.md.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,26 +25,11 @@ use futures_util::future::join_all;
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 
+use common::stats::{env_number, median, p50_p99_us};
+
 const NODES: usize = 5;
 const COMPARE_AND_DELETE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// p50 and p99 of `samples`, in microseconds.
-fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
-    samples.sort();
-    let at = |q: f64| {
-        let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
-        samples[index].as_secs_f64() * 1e6
-    };
-    (at(0.50), at(0.99))
-}
 
 /// Times `iters` runs of `op` after a short warm-up.
 async fn sample<F, Fut>(iters: u64, mut op: F) -> (f64, f64)
@@ -59,7 +46,7 @@ where
         op(i).await;
         samples.push(started.elapsed());
     }
-    percentiles(samples)
+    p50_p99_us(samples)
 }
 
 /// The raw pair on every connection in `conns` at once.
@@ -215,12 +202,6 @@ async fn multi_lock_throughput(
     result
 }
 
-/// The median of `values` (not empty).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Latency rows (label, p50 µs, p99 µs): raw floors, Redlock over 1/3/5 nodes, Lock,
 /// MultiLock over 1/2/3 members. The first row is the floor.
 async fn latency_rows(
@@ -338,7 +319,7 @@ async fn frozen_node_table(servers: &[RedisServer], clients: &[Client], iters: u
         guard.unlock().await.expect("unlock");
     }
     servers[4].resume().expect("SIGCONT");
-    let (p50, p99) = percentiles(acquire);
+    let (p50, p99) = p50_p99_us(acquire);
     let timeout_us = node_timeout.as_secs_f64() * 1e6;
     println!(
         "\n## One of five nodes frozen (SIGSTOP), per-node timeout {node_timeout:?} ({iters} samples)\n"

@@ -1,4 +1,4 @@
-//! M6: what the watchdog costs to keep 1,000 and 10,000 locks alive, against a raw
+//! What the watchdog costs to keep 1,000 and 10,000 locks alive, against a raw
 //! redis-rs floor measured in the same run.
 //!
 //! `cargo bench -p ferrisson --bench watchdog` (add `-- --quick` for a short run: the 3 s
@@ -39,6 +39,8 @@
 //! At the end of each window every guard must still be `is_held()` (and every floor key
 //! must still exist); the table says how many were, and the least lease left on any.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -47,10 +49,11 @@ use ferrisson::{Client, LockGuard};
 use ferrisson_testkit::RedisServer;
 use futures_util::future::join_all;
 use futures_util::{StreamExt, TryStreamExt};
-use nix::sys::resource::{UsageWho, getrusage};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+use common::cost::Snapshot;
 
 /// Keys per renewal request: the watchdog's batch size, and the floor's pipeline size.
 const BATCH: usize = 100;
@@ -101,9 +104,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run(config: &Config) -> anyhow::Result<()> {
     let server = RedisServer::start()?;
-    let mut info = redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?;
+    let mut info = common::raw_connection(&server.url()).await?;
     let default_lease = Client::connect(&server.url()).await?.watchdog_lease();
 
     // Idle: a connected client and a raw connection, nothing held, nothing sent.
@@ -116,7 +117,7 @@ async fn run(config: &Config) -> anyhow::Result<()> {
         Window::between(&before, &after, "evalsha")
     };
     println!(
-        "## M6 watchdog cost (default watchdog lease {} s)\n",
+        "## Watchdog cost (default watchdog lease {} s)\n",
         default_lease.as_secs()
     );
     println!(
@@ -210,9 +211,7 @@ async fn floor_row(
     window: Duration,
     keeper: Keeper,
 ) -> anyhow::Result<Row> {
-    let conn = redis::Client::open(server.url())?
-        .get_multiplexed_async_connection()
-        .await?;
+    let conn = common::raw_connection(&server.url()).await?;
     let names: Arc<Vec<String>> = Arc::new((0..keys).map(|i| format!("m6:floor:{i}")).collect());
     let ms = lease.as_millis() as u64;
     let anchor = Instant::now();
@@ -398,62 +397,6 @@ async fn flush(info: &mut MultiplexedConnection) -> anyhow::Result<()> {
         .map_err(Into::into)
 }
 
-/// Counters at one instant: this process's CPU time, Redis's CPU time and command stats.
-struct Snapshot {
-    at: Instant,
-    client_cpu: Duration,
-    redis_cpu: f64,
-    /// The `INFO commandstats` and `INFO cpu` text.
-    info: String,
-}
-
-impl Snapshot {
-    async fn take(conn: &mut MultiplexedConnection) -> anyhow::Result<Self> {
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .arg("commandstats")
-            .query_async(conn)
-            .await?;
-        let usage = getrusage(UsageWho::RUSAGE_SELF)?;
-        let micros = |t: nix::sys::time::TimeVal| {
-            Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
-        };
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let redis_cpu = field("used_cpu_user") + field("used_cpu_sys");
-        Ok(Self {
-            at: Instant::now(),
-            client_cpu: micros(usage.user_time()) + micros(usage.system_time()),
-            redis_cpu,
-            info,
-        })
-    }
-
-    /// `calls` and `usec` of one command in `INFO commandstats`.
-    fn command(&self, command: &str) -> (u64, f64) {
-        let Some(rest) = self.info.lines().find_map(|l| {
-            l.strip_prefix("cmdstat_")?
-                .strip_prefix(command)?
-                .strip_prefix(':')
-        }) else {
-            return (0, 0.0);
-        };
-        let value = |key: &str| {
-            rest.split(',')
-                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                .unwrap_or("0")
-        };
-        (
-            value("calls").parse().unwrap_or(0),
-            value("usec").parse().unwrap_or(0.0),
-        )
-    }
-}
-
 /// The differences between two snapshots.
 struct Window {
     seconds: f64,
@@ -463,20 +406,19 @@ struct Window {
     /// `PEXPIRE` executed by Redis, top-level or inside scripts: keys renewed.
     renewals: u64,
     client_cpu: Duration,
-    redis_cpu: f64,
+    redis_cpu: Duration,
 }
 
 impl Window {
     fn between(before: &Snapshot, after: &Snapshot, command: &str) -> Self {
-        let (calls_before, usec_before) = before.command(command);
-        let (calls_after, usec_after) = after.command(command);
+        let (then, now) = (before.command(command), after.command(command));
         Self {
             seconds: (after.at - before.at).as_secs_f64(),
-            calls: calls_after - calls_before,
-            command_usec: usec_after - usec_before,
-            renewals: after.command("pexpire").0 - before.command("pexpire").0,
+            calls: now.calls - then.calls,
+            command_usec: now.usec - then.usec,
+            renewals: after.command("pexpire").calls - before.command("pexpire").calls,
             client_cpu: after.client_cpu.saturating_sub(before.client_cpu),
-            redis_cpu: after.redis_cpu - before.redis_cpu,
+            redis_cpu: after.redis_cpu.saturating_sub(before.redis_cpu),
         }
     }
 
@@ -501,6 +443,6 @@ impl Window {
     }
 
     fn redis_cpu_ms_per_s(&self) -> f64 {
-        self.redis_cpu * 1e3 / self.seconds
+        self.redis_cpu.as_secs_f64() * 1e3 / self.seconds
     }
 }

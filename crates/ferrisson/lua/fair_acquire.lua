@@ -1,37 +1,36 @@
-#!lua
 -- Acquires, re-enters or queues for a fair lock: granted strictly in queue order.
--- No allow-oom: with memory full, Redis refuses this script before it runs (without a
--- shebang it would be refused only at its first denyoom command, if no write came first).
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom), and
+-- fair_queue.lua.
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token} (a Lock's layout)
--- KEYS[2]: the lock's fencing counter (a string that never expires)
+-- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
 -- KEYS[3]: the wait queue, a sorted set {<owner>: arrival number}
 -- KEYS[4]: the waiters' keep-alive deadlines, a sorted set {<owner>: server time in ms}
 -- KEYS[5]: prefix of the per-waiter wake-up channels; the owner id completes it
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
 -- ARGV[3]: 'acquire' (queue when not granted), 'try' (never queue), or 'reenter' (only
---          add a hold to one this owner has: it believes it holds the lock)
+--          add a hold to one this owner has: it believes it holds the lock). In 'acquire'
+--          and 'try' the owner id is the waiter's own, so finding it holding the lock
+--          means an earlier call of this wait was granted (its reply was lost): the hold
+--          is reported, not doubled, and the call is safe to send again.
 -- ARGV[4]: waiter keep-alive in milliseconds: the entry dies unless refreshed within it
 -- Returns: {1, fencing token, hold count} when acquired or re-entered;
 --          {0, holder's remaining ttl in ms (-1 no expiry, -2 free), position in the
 --           queue (0 = head, -1 not queued), 1 if the entry was created by this call};
 --          {2} in 'reenter' mode when this owner no longer holds the lock.
 local owner = ARGV[1]
--- Server time, so that client clock skew cannot kill a live waiter or keep a dead one.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = server_time_ms()
+local evicted = evict_dead_waiters(KEYS[3], KEYS[4], now)
 
--- A waiter that stopped refreshing its entry has died: it must not stall the queue.
-local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-for _, waiter in ipairs(dead) do
-  redis.call('ZREM', KEYS[3], waiter)
-  redis.call('ZREM', KEYS[4], waiter)
-end
-
-if redis.call('HEXISTS', KEYS[1], owner) == 1 then
+local held = redis.call('HGET', KEYS[1], owner)
+if held then
+  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+  if ARGV[3] ~= 'reenter' then
+    return {1, fence, tonumber(held)}
+  end
   local count = redis.call('HINCRBY', KEYS[1], owner, 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence') or '0'), count}
+  return {1, fence, count}
 end
 if ARGV[3] == 'reenter' then
   return {2}
@@ -42,15 +41,15 @@ local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if free and (head == nil or head == owner) then
   redis.call('ZREM', KEYS[3], owner)
   redis.call('ZREM', KEYS[4], owner)
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], owner, 1, 'fence', token)
+  local token, text = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], owner, 1, 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 1}
 end
 -- The lock is free but reserved for a head that took over from an evicted one: that
 -- head got no release message, so wake it now.
-if free and #dead > 0 and head ~= owner then
-  redis.call('PUBLISH', KEYS[5] .. head, 'head')
+if free and evicted > 0 and head ~= owner then
+  redis.call('SPUBLISH', KEYS[5] .. head, 'head')
 end
 if ARGV[3] == 'try' then
   return {0, redis.call('PTTL', KEYS[1]), -1, 0}

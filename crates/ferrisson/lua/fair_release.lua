@@ -1,7 +1,5 @@
-#!lua flags=allow-oom
 -- Releases one hold of a fair lock; on the last, deletes it and wakes the queue's head.
--- allow-oom: what is held must stay renewable and releasable when memory is full, so
--- this script must never create a key (it only changes or removes existing entries).
+-- Runs after allow_oom.lua and fair_queue.lua.
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
 -- KEYS[2]: the wait queue, a sorted set {<owner>: arrival number}
 -- KEYS[3]: the waiters' keep-alive deadlines, a sorted set {<owner>: server time in ms}
@@ -32,15 +30,6 @@ redis.call('DEL', KEYS[1])
 
 -- Only the head may take the lock now, so only the head is woken; a dead head is
 -- skipped when its keep-alive already ran out.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, waiter in ipairs(dead) do
-  redis.call('ZREM', KEYS[2], waiter)
-  redis.call('ZREM', KEYS[3], waiter)
-end
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if head then
-  redis.call('PUBLISH', KEYS[4] .. head, 'released')
-end
+evict_dead_waiters(KEYS[2], KEYS[3], server_time_ms())
+wake_head(KEYS[2], KEYS[4], 'released')
 return 1

@@ -6,7 +6,7 @@
 -- KEYS[2]: the lock's release channel
 -- Returns: 1 a lock was deleted; 0 there was none.
 if redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('PUBLISH', KEYS[2], 'released')
+  redis.call('SPUBLISH', KEYS[2], 'released')
   return 1
 end
 return 0

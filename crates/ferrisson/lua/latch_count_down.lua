@@ -12,7 +12,7 @@ local left = redis.call('DECR', KEYS[1])
 if left <= 0 then
   redis.call('DEL', KEYS[1])
   -- 'all': every waiter can go, not just one.
-  redis.call('PUBLISH', KEYS[2], 'all')
+  redis.call('SPUBLISH', KEYS[2], 'all')
   return 0
 end
 return left

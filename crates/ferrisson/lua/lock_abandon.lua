@@ -11,5 +11,5 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], 'released')
+redis.call('SPUBLISH', KEYS[2], 'released')
 return 1

@@ -1,30 +1,36 @@
-#!lua
 -- Acquires or re-enters a reentrant lock.
--- No allow-oom: with memory full, Redis refuses this script before it runs (without a
--- shebang it would be refused only at its first denyoom command, if no write came first).
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
--- KEYS[2]: the lock's fencing counter (a string that never expires)
+-- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
--- ARGV[3]: 'reenter' when the caller believes it holds the lock already: then never
---          start a new hold under this owner id (the old one was lost), else 'acquire'
+-- ARGV[3]: 'fresh' for an owner id made for this one attempt: finding it holding the
+--          lock means this call ran before (its reply was lost), so report the hold
+--          without adding one; 'acquire' for an owner id the caller chose (holding
+--          already is a re-entry); 'reenter' when the caller believes it holds the lock
+--          already: then never start a new hold under this owner id (the old one was lost)
 -- Returns: {1, fencing token, hold count} when acquired or re-entered;
 --          {0, holder's remaining ttl in ms (-1: no expiry)} when another owner holds it;
 --          {2} in 'reenter' mode when this owner no longer holds it.
--- The free-lock path comes first and costs four calls: it is the one that must be fast.
+-- The free-lock path comes first and costs six calls: it is the one that must be fast.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[3] == 'reenter' then
     return {2}
   end
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
+  local token, text = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 1}
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held then
+  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+  if ARGV[3] == 'fresh' then
+    return {1, fence, tonumber(held)}
+  end
   local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence') or '0'), count}
+  return {1, fence, count}
 end
 if ARGV[3] == 'reenter' then
   return {2}

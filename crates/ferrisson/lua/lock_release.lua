@@ -28,5 +28,5 @@ if count > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], 'released')
+redis.call('SPUBLISH', KEYS[2], 'released')
 return 1

@@ -1,12 +1,10 @@
-#!lua
 -- Acquires or re-enters the read or the write side of a read-write lock.
--- No allow-oom: with memory full, Redis refuses this script before it runs (without a
--- shebang it would be refused only at its first denyoom command, if no write came first).
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
 -- KEYS[1]: the lock hash {mode: 'read'|'write', writer: owner, fence: token,
 --          r:<owner>: read holds, w:<owner>: write holds, d:<owner>: the owner's lease
 --          deadline in server ms, i:<owner>: a waiting writer's intent (its deadline in
 --          server ms), x:<release id>: applied-release marker (value: when to forget it)}
--- KEYS[2]: the write side's fencing counter (a string that never expires)
+-- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
 -- ARGV[3]: 'read' or 'write'
@@ -75,6 +73,17 @@ local writes = tonumber(redis.call('HGET', key, 'w:' .. owner) or '0')
 if ARGV[4] == 'reenter' and reads + writes == 0 then
   return {2}
 end
+-- In 'acquire' and 'try' the owner id is this attempt's own: finding it holding the side
+-- asked for means an earlier call of this attempt was granted (its reply was lost). The
+-- hold is reported, not doubled, so the call is safe to send again.
+if ARGV[4] ~= 'reenter' then
+  if ARGV[3] == 'read' and reads > 0 then
+    return {1, 0, reads}
+  end
+  if ARGV[3] == 'write' and writes > 0 then
+    return {1, tonumber(redis.call('HGET', key, 'fence') or '0'), writes}
+  end
+end
 
 -- The hash outlives every holder's deadline and every intent.
 local function keep(ms)
@@ -124,8 +133,8 @@ else
   end
   if not mode then
     redis.call('HDEL', key, 'i:' .. owner)
-    local token = redis.call('INCR', KEYS[2])
-    redis.call('HSET', key, 'mode', 'write', 'writer', owner, 'fence', token)
+    local token, text = fencing_token(KEYS[2])
+    redis.call('HSET', key, 'mode', 'write', 'writer', owner, 'fence', text)
     return {1, token, grant('w')}
   end
   if ARGV[4] ~= 'try' then

@@ -10,6 +10,6 @@
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
-redis.call('PUBLISH', KEYS[2], 'all')
-redis.call('PUBLISH', KEYS[3], 'released')
+redis.call('SPUBLISH', KEYS[2], 'all')
+redis.call('SPUBLISH', KEYS[3], 'released')
 return 1

@@ -46,7 +46,7 @@ if ARGV[2] == 'write' then
     -- Downgrade: the writer keeps its read holds, and every waiting reader may join.
     redis.call('HSET', key, 'mode', 'read')
     remember()
-    redis.call('PUBLISH', KEYS[2], 'all')
+    redis.call('SPUBLISH', KEYS[2], 'all')
     return 2
   end
 elseif redis.call('HEXISTS', key, 'w:' .. owner) == 1 then
@@ -74,7 +74,7 @@ if #rest > 0 then
   redis.call('HDEL', key, unpack(rest))
 end
 if ARGV[2] == 'write' then
-  redis.call('PUBLISH', KEYS[2], 'all')
+  redis.call('SPUBLISH', KEYS[2], 'all')
 end
-redis.call('PUBLISH', KEYS[3], 'released')
+redis.call('SPUBLISH', KEYS[3], 'released')
 return 1

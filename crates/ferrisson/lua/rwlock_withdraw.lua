@@ -10,5 +10,5 @@
 if redis.call('HDEL', KEYS[1], 'i:' .. ARGV[1]) == 0 then
   return 0
 end
-redis.call('PUBLISH', KEYS[2], 'all')
+redis.call('SPUBLISH', KEYS[2], 'all')
 return 1

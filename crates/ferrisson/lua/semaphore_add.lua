@@ -11,6 +11,6 @@
 local value = redis.call('INCRBY', KEYS[1], ARGV[1])
 local delta = tonumber(ARGV[1])
 if delta > 0 then
-  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  redis.call('SPUBLISH', KEYS[2], ARGV[1])
 end
 return value

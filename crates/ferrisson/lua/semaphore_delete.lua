@@ -10,6 +10,6 @@
 local channel = table.remove(KEYS)
 local deleted = redis.call('DEL', unpack(KEYS))
 if deleted > 0 then
-  redis.call('PUBLISH', channel, 'all')
+  redis.call('SPUBLISH', channel, 'all')
 end
 return deleted

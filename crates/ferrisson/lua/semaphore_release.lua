@@ -12,5 +12,5 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 -- The payload is a count: each client wakes that many of its local waiters.
-redis.call('PUBLISH', KEYS[2], ARGV[1])
+redis.call('SPUBLISH', KEYS[2], ARGV[1])
 return 1

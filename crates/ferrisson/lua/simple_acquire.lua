@@ -1,12 +1,17 @@
-#!lua
--- Acquires a non-reentrant lock: SET NX PX with the holder's random token.
--- No allow-oom: with memory full, Redis refuses this script before it runs (without a
--- shebang it would be refused only at its first denyoom command, if no write came first).
--- KEYS[1]: the lock key (a string holding the token)
--- ARGV[1]: token
+-- Acquires a non-reentrant lock: SET NX PX with the holder's owner id, and a fencing
+-- token.
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
+-- KEYS[1]: the lock key (a string holding the owner id)
+-- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
+-- ARGV[1]: owner id, made for this one attempt
 -- ARGV[2]: lease in milliseconds
--- Returns: {1} acquired; {0, holder's remaining ttl in ms (-1: no expiry)} held.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1}
+-- Returns: {1, fencing token} acquired, also when the key holds this owner id already:
+--          an earlier call of this attempt was granted and its reply lost. That call's
+--          token was never seen, and a new one is above every earlier holder's just as
+--          well, so the call is safe to send again;
+--          {0, holder's remaining ttl in ms (-1: no expiry)} held.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+    or redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, (fencing_token(KEYS[2]))}
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -14,5 +14,5 @@ if current ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], 'released')
+redis.call('SPUBLISH', KEYS[2], 'released')
 return 1

@@ -1,19 +1,25 @@
 #!lua
--- Takes one permit of an expirable semaphore under a fresh id, after returning every
--- permit whose lease ran out (server time, so client clock skew cannot shorten a lease).
+-- Takes permits of an expirable semaphore, each under its own fresh id, all or none,
+-- after returning every permit whose lease ran out (server time, so client clock skew
+-- cannot shorten a lease).
 -- No allow-oom: with memory full, Redis refuses this script before it runs (without a
 -- shebang it would be refused only at its first denyoom command, if no write came first).
 -- KEYS[1]: the semaphore's free-permit counter
 -- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
 -- KEYS[3]: the semaphore's release channel
--- ARGV[1]: the new permit's id
--- ARGV[2]: lease in milliseconds
+-- ARGV[1]: lease in milliseconds
+-- ARGV[2..n+1]: the new permits' ids (n >= 1)
 -- Returns: {1} acquired;
---          {0, ms until the earliest held permit expires (-1: none is held)} none free;
+--          {0, ms until the earliest held permit expires (-1: none is held)} too few free;
 --          {-1} the semaphore does not exist (never initialised, or deleted).
 local free = redis.call('GET', KEYS[1])
 if not free then
   return {-1}
+end
+-- The ids are this attempt's own: finding the first held means an earlier call of this
+-- attempt took them all (its reply was lost), so the call is safe to send again.
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+  return {1}
 end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -22,13 +28,17 @@ free = tonumber(free) + reclaimed
 if reclaimed > 0 then
   redis.call('INCRBY', KEYS[1], reclaimed)
 end
-if free >= 1 then
-  redis.call('DECR', KEYS[1])
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+local wanted = #ARGV - 1
+if free >= wanted then
+  redis.call('DECRBY', KEYS[1], wanted)
+  local expiry = now + tonumber(ARGV[1])
+  for i = 2, #ARGV do
+    redis.call('ZADD', KEYS[2], expiry, ARGV[i])
+  end
   -- Reclaimed permits this acquire did not take: other clients' waiters may take them.
-  local left = math.min(reclaimed, free - 1)
+  local left = math.min(reclaimed, free - wanted)
   if left > 0 then
-    redis.call('PUBLISH', KEYS[3], left)
+    redis.call('SPUBLISH', KEYS[3], left)
   end
   return {1}
 end

@@ -19,7 +19,7 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('INCR', KEYS[1])
 end
-redis.call('PUBLISH', KEYS[3], 1)
+redis.call('SPUBLISH', KEYS[3], 1)
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if tonumber(expiry) <= now then

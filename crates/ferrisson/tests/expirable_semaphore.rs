@@ -6,13 +6,25 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use ferrisson::{Client, Error, ExpirablePermit, ExpirableSemaphore, PermitId};
+use ferrisson::{Client, Error, ExpirablePermit, ExpirableSemaphore, Lease, PermitId};
 use ferrisson_testkit::RedisServer;
 use sync_support::{HANG, NO_RECHECK, calls, raw, until_calls, within};
 
 mod sync_support;
 
 const LONG: Duration = Duration::from_secs(30);
+
+/// The semaphore `name` with a fixed lease for its permits.
+fn leased(client: &Client, name: &str, lease: Duration) -> anyhow::Result<ExpirableSemaphore> {
+    Ok(client
+        .expirable_semaphore(name)?
+        .with_lease(Lease::Fixed(lease))?)
+}
+
+/// True when `result` is the error of a permit whose lease had run out.
+fn expired<T>(result: &Result<T, Error>) -> bool {
+    matches!(result, Err(Error::LeaseExpired { .. }))
+}
 
 #[tokio::test]
 async fn bad_arguments_are_rejected() -> anyhow::Result<()> {
@@ -22,34 +34,40 @@ async fn bad_arguments_are_rejected() -> anyhow::Result<()> {
         client.expirable_semaphore(""),
         Err(Error::InvalidArgument(_))
     ));
-    let semaphore = client.expirable_semaphore("bad-args")?;
+    let semaphore = leased(&client, "bad-args", LONG)?;
     semaphore.try_set_permits(1).await?;
-    assert!(matches!(
-        semaphore.acquire(Duration::ZERO).await,
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        semaphore.try_acquire(Duration::ZERO).await,
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        semaphore
-            .acquire_timeout(Duration::from_secs(400 * 24 * 3600), LONG)
-            .await,
-        Err(Error::InvalidArgument(_))
-    ));
+    for lease in [Duration::ZERO, Duration::from_secs(400 * 24 * 3600)] {
+        assert!(matches!(
+            semaphore.clone().with_lease(Lease::Fixed(lease)),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    for permits in [0, ferrisson::MAX_EXPIRABLE_PERMITS_PER_CALL + 1] {
+        assert!(matches!(
+            semaphore.acquire_many(permits).await,
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            semaphore.try_acquire_many(permits).await,
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            semaphore.acquire_many_timeout(permits, LONG).await,
+            Err(Error::InvalidArgument(_))
+        ));
+    }
     assert!(matches!(
         semaphore.add_permits(0).await,
         Err(Error::InvalidArgument(_))
     ));
-    let permit = semaphore.acquire(LONG).await?;
+    let permit = semaphore.acquire().await?;
     assert!(matches!(
         semaphore.update_lease(permit.id(), Duration::ZERO).await,
         Err(Error::InvalidArgument(_))
     ));
     assert!("0123".parse::<PermitId>().is_err());
     assert!("g".repeat(32).parse::<PermitId>().is_err());
-    assert!(permit.release().await?);
+    permit.release().await?;
     Ok(())
 }
 
@@ -58,17 +76,18 @@ async fn never_initialised_semaphore_fails_at_once() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
     let semaphore = client.expirable_semaphore("never-set")?;
-    let waited = tokio::time::timeout(
-        HANG,
-        semaphore.acquire_timeout(LONG, Duration::from_secs(3600)),
-    )
-    .await?;
+    let waited =
+        tokio::time::timeout(HANG, semaphore.acquire_timeout(Duration::from_secs(3600))).await?;
     assert!(
         matches!(waited, Err(Error::NotInitialized { .. })),
         "{waited:?}"
     );
     assert!(matches!(
-        semaphore.try_acquire(LONG).await,
+        semaphore.try_acquire().await,
+        Err(Error::NotInitialized { .. })
+    ));
+    assert!(matches!(
+        semaphore.drain().await,
         Err(Error::NotInitialized { .. })
     ));
     assert!(matches!(
@@ -88,52 +107,53 @@ async fn never_initialised_semaphore_fails_at_once() -> anyhow::Result<()> {
 async fn permits_have_ids_and_leases() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
-    let semaphore = client.expirable_semaphore("leased")?;
+    let semaphore = leased(&client, "leased", Duration::from_secs(20))?;
     assert!(semaphore.try_set_permits(2).await?);
     assert!(!semaphore.try_set_permits(5).await?);
 
-    let mut first = semaphore.acquire(Duration::from_secs(20)).await?;
-    let second = semaphore
-        .try_acquire(Duration::from_secs(40))
+    let first = semaphore.acquire().await?;
+    let second = leased(&client, "leased", Duration::from_secs(40))?
+        .try_acquire()
         .await?
         .expect("1 of 2 free");
     assert_ne!(first.id(), second.id());
-    assert!(semaphore.try_acquire(LONG).await?.is_none());
+    assert!(semaphore.try_acquire().await?.is_none());
     assert!(first.remaining() <= Duration::from_secs(20));
+    assert!(first.is_held());
 
     let info = semaphore.inspect().await?;
     assert_eq!(info.available_permits, Some(0));
     assert_eq!(info.held_count, 2);
     let ids: Vec<PermitId> = info.held.iter().map(|p| p.id).collect();
     assert_eq!(ids, vec![first.id(), second.id()], "earliest expiry first");
-    assert!(info.held[0].remaining <= Duration::from_secs(20));
-    assert!(info.held[0].remaining > Duration::from_secs(10));
-    assert!(info.held[1].remaining > Duration::from_secs(20));
+    assert!(info.held[0].ttl <= Duration::from_secs(20));
+    assert!(info.held[0].ttl > Duration::from_secs(10));
+    assert!(info.held[1].ttl > Duration::from_secs(20));
 
     // A longer lease moves the first permit behind the second.
     assert!(first.update_lease(Duration::from_secs(60)).await?);
     assert!(first.remaining() > Duration::from_secs(40));
     let info = semaphore.inspect().await?;
     assert_eq!(info.held[1].id, first.id());
-    assert!(info.held[1].remaining > Duration::from_secs(40));
+    assert!(info.held[1].ttl > Duration::from_secs(40));
 
     // Release by id from the handle: once, then unknown.
     let second_id = second.forget();
-    assert!(semaphore.release(second_id).await?);
+    semaphore.release(second_id).await?;
     assert!(
-        !semaphore.release(second_id).await?,
+        expired(&semaphore.release(second_id).await),
         "a second release is a no-op"
     );
     assert!(!semaphore.update_lease(second_id, LONG).await?);
     assert_eq!(semaphore.available_permits().await?, 1);
 
-    assert!(first.release().await?);
+    first.release().await?;
     assert_eq!(semaphore.available_permits().await?, 2);
     semaphore.add_permits(-1).await?;
     assert_eq!(semaphore.available_permits().await?, 1);
     assert!(semaphore.delete().await?);
     assert!(matches!(
-        semaphore.try_acquire(LONG).await,
+        semaphore.try_acquire().await,
         Err(Error::NotInitialized { .. })
     ));
     Ok(())
@@ -148,10 +168,15 @@ async fn expired_permit_is_reclaimed_and_wakes_a_waiter() -> anyhow::Result<()> 
         .with_recheck_interval(NO_RECHECK)?;
     semaphore.try_set_permits(1).await?;
     let lease = Duration::from_millis(300);
-    let abandoned = semaphore.acquire(lease).await?.forget();
+    let abandoned = semaphore
+        .clone()
+        .with_lease(Lease::Fixed(lease))?
+        .acquire()
+        .await?
+        .forget();
     let started = tokio::time::Instant::now();
     // No release will come: the waiter wakes when the abandoned permit's lease runs out.
-    let permit = within(semaphore.acquire(LONG)).await?;
+    let permit = within(semaphore.acquire()).await?;
     assert!(
         started.elapsed() >= Duration::from_millis(250),
         "not before the lease ran out"
@@ -162,7 +187,7 @@ async fn expired_permit_is_reclaimed_and_wakes_a_waiter() -> anyhow::Result<()> 
         vec![permit.id()]
     );
     assert!(
-        !semaphore.release(abandoned).await?,
+        expired(&semaphore.release(abandoned).await),
         "the abandoned permit is gone"
     );
     assert!(
@@ -170,7 +195,7 @@ async fn expired_permit_is_reclaimed_and_wakes_a_waiter() -> anyhow::Result<()> 
         "and not revived"
     );
     assert_eq!(semaphore.available_permits().await?, 0);
-    assert!(permit.release().await?);
+    permit.release().await?;
     assert_eq!(semaphore.available_permits().await?, 1);
     Ok(())
 }
@@ -179,9 +204,9 @@ async fn expired_permit_is_reclaimed_and_wakes_a_waiter() -> anyhow::Result<()> 
 async fn release_after_the_lease_reports_it() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
-    let semaphore = client.expirable_semaphore("overrun")?;
+    let semaphore = leased(&client, "overrun", Duration::from_millis(20))?;
     semaphore.try_set_permits(1).await?;
-    let permit = semaphore.acquire(Duration::from_millis(20)).await?;
+    let permit = semaphore.acquire().await?;
     // Let the lease run out with nobody reclaiming it.
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert_eq!(
@@ -190,7 +215,8 @@ async fn release_after_the_lease_reports_it() -> anyhow::Result<()> {
         "an expired permit counts as free"
     );
     assert_eq!(semaphore.inspect().await?.held_count, 0);
-    assert!(!permit.release().await?, "false: the lease had run out");
+    assert!(!permit.is_held());
+    assert!(expired(&permit.release().await), "the lease had run out");
     assert_eq!(
         semaphore.available_permits().await?,
         1,
@@ -205,14 +231,13 @@ async fn release_after_the_lease_reports_it() -> anyhow::Result<()> {
 async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
-    let semaphore = client
-        .expirable_semaphore("drop")?
-        .with_recheck_interval(NO_RECHECK)?;
+    let semaphore =
+        leased(&client, "drop", Duration::from_secs(3600))?.with_recheck_interval(NO_RECHECK)?;
     semaphore.try_set_permits(1).await?;
-    let held = semaphore.acquire(Duration::from_secs(3600)).await?;
+    let held = semaphore.acquire().await?;
     let waiter = tokio::spawn({
         let semaphore = semaphore.clone();
-        async move { within(semaphore.acquire(LONG)).await }
+        async move { within(semaphore.acquire()).await }
     });
     let mut conn = raw(&server).await?;
     until_calls(&mut conn, "evalsha", 3).await?;
@@ -220,7 +245,7 @@ async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
     drop(held);
     let permit = waiter.await??; // woken by the release on drop
     assert_eq!(semaphore.inspect().await?.held_count, 1);
-    assert!(permit.release().await?);
+    permit.release().await?;
     Ok(())
 }
 
@@ -228,16 +253,12 @@ async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
 async fn cancelled_acquire_gives_its_permit_back() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
-    let semaphore = client.expirable_semaphore("cancelled")?;
+    let semaphore = leased(&client, "cancelled", Duration::from_secs(3600))?;
     semaphore.try_set_permits(1).await?;
     let mut conn = raw(&server).await?;
     let before = calls(&mut conn, "evalsha").await?;
     server.pause()?;
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(100),
-        semaphore.acquire(Duration::from_secs(3600)),
-    )
-    .await;
+    let gave_up = tokio::time::timeout(Duration::from_millis(100), semaphore.acquire()).await;
     assert!(
         gave_up.is_err(),
         "the acquire cannot finish while the server is frozen"
@@ -276,9 +297,7 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
     }
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
-    let semaphore = client
-        .expirable_semaphore("killed")?
-        .with_recheck_interval(NO_RECHECK)?;
+    let semaphore = leased(&client, "killed", LONG)?.with_recheck_interval(NO_RECHECK)?;
     semaphore.try_set_permits(1).await?;
 
     // This same test binary, running only this test, in holder mode.
@@ -313,7 +332,7 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
         vec![held_id]
     );
     assert!(
-        semaphore.try_acquire(LONG).await?.is_none(),
+        semaphore.try_acquire().await?.is_none(),
         "the holder has the only permit"
     );
 
@@ -331,7 +350,7 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
     }
 
     // Woken by the lease's end (rechecks are an hour apart): the permit came back.
-    let permit: ExpirablePermit = within(semaphore.acquire(LONG)).await?;
+    let permit: ExpirablePermit = within(semaphore.acquire()).await?;
     assert!(
         reported.elapsed() >= HOLDER_LEASE / 2,
         "not before the lease ran out"
@@ -342,10 +361,10 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
         vec![permit.id()]
     );
     assert!(
-        !semaphore.release(held_id).await?,
+        expired(&semaphore.release(held_id).await),
         "the dead holder's permit was reclaimed"
     );
-    assert!(permit.release().await?);
+    permit.release().await?;
     assert_eq!(semaphore.available_permits().await?, 1);
     Ok(())
 }
@@ -354,8 +373,8 @@ async fn killed_holder_gives_its_permit_back_after_its_lease() -> anyhow::Result
 /// parent goes away and closes our stdin).
 async fn hold_a_permit_until_killed(url: &str) -> anyhow::Result<()> {
     let client = Client::connect(url).await?;
-    let semaphore: ExpirableSemaphore = client.expirable_semaphore("killed")?;
-    let permit = semaphore.acquire(HOLDER_LEASE).await?;
+    let semaphore: ExpirableSemaphore = leased(&client, "killed", HOLDER_LEASE)?;
+    let permit = semaphore.acquire().await?;
     let mut out = std::io::stdout();
     writeln!(out, "PERMIT {}", permit.id())?;
     out.flush()?;
@@ -371,7 +390,7 @@ async fn release_with_first_reply_lost(
     permit: ExpirablePermit,
     server: &RedisServer,
     proxy: &ferrisson_testkit::FaultProxy,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Result<(), Error>> {
     let control = proxy.control();
     let mut raw = raw(server).await?;
     let before = calls(&mut raw, "evalsha").await?;
@@ -380,7 +399,7 @@ async fn release_with_first_reply_lost(
     // The server ran the release twice: the first try timed out, and was retried.
     until_calls(&mut raw, "evalsha", before + 2).await?;
     control.set_hold_replies(false);
-    Ok(release.await??)
+    Ok(release.await?)
 }
 
 /// A client whose calls give up after 200 ms, through `proxy`.
@@ -404,35 +423,34 @@ async fn release_retried_after_a_lost_reply_does_not_claim_a_reclaimed_permit() 
     let direct = Client::connect(&server.url()).await?;
     let semaphore = direct.expirable_semaphore("reclaimed")?;
     semaphore.try_set_permits(1).await?;
-    let permit = a
-        .expirable_semaphore("reclaimed")?
-        .acquire(Duration::from_millis(100))
+    let permit = leased(&a, "reclaimed", Duration::from_millis(100))?
+        .acquire()
         .await?;
     // B waits for the permit; it gets it once A's lease ran out, reclaiming A's id.
-    let b = within(semaphore.acquire_timeout(LONG, HANG))
+    let b = within(semaphore.acquire_timeout(HANG))
         .await?
         .ok_or_else(|| anyhow::anyhow!("B never got the permit"))?;
     assert!(permit.remaining().is_zero());
     assert!(
-        !release_with_first_reply_lost(permit, &server, &proxy).await?,
+        expired(&release_with_first_reply_lost(permit, &server, &proxy).await?),
         "A's permit had run out and B held it, yet release() reported it still running"
     );
-    assert!(b.release().await?);
+    b.release().await?;
     assert_eq!(semaphore.available_permits().await?, 1);
     Ok(())
 }
 
 /// The same lost reply for a permit whose lease is still running: the first try released
-/// it, and the answer stays true.
+/// it, and the answer stays `Ok`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_retried_after_a_lost_reply_of_a_running_permit_is_true() -> anyhow::Result<()> {
+async fn release_retried_after_a_lost_reply_of_a_running_permit_is_ok() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
     let a = impatient(&proxy).await?;
-    let semaphore = a.expirable_semaphore("running")?;
+    let semaphore = leased(&a, "running", LONG)?;
     semaphore.try_set_permits(1).await?;
-    let permit = semaphore.acquire(LONG).await?;
-    assert!(release_with_first_reply_lost(permit, &server, &proxy).await?);
+    let permit = semaphore.acquire().await?;
+    release_with_first_reply_lost(permit, &server, &proxy).await??;
     let direct = Client::connect(&server.url()).await?;
     assert_eq!(
         direct
@@ -442,5 +460,139 @@ async fn release_retried_after_a_lost_reply_of_a_running_permit_is_true() -> any
         1,
         "released once, not twice"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_taken_all_or_none() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = leased(&client, "batch", LONG)?.with_recheck_interval(NO_RECHECK)?;
+    semaphore.try_set_permits(3).await?;
+
+    let two = semaphore.try_acquire_many(2).await?.expect("3 free");
+    assert_eq!(two.len(), 2);
+    assert_ne!(two[0].id(), two[1].id());
+    assert!(two.iter().all(ExpirablePermit::is_held));
+    // One is free, two are wanted: nothing is taken.
+    assert!(semaphore.try_acquire_many(2).await?.is_none());
+    let info = semaphore.inspect().await?;
+    assert_eq!(info.available_permits, Some(1));
+    assert_eq!(info.held_count, 2);
+    let mut held: Vec<PermitId> = info.held.iter().map(|p| p.id).collect();
+    let mut mine: Vec<PermitId> = two.iter().map(ExpirablePermit::id).collect();
+    held.sort_by_key(ToString::to_string);
+    mine.sort_by_key(ToString::to_string);
+    assert_eq!(held, mine);
+
+    // A waiter for three is woken once enough came back, and takes all three.
+    let mut conn = raw(&server).await?;
+    let before = calls(&mut conn, "evalsha").await?;
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { within(semaphore.acquire_many(3)).await }
+    });
+    // Its first attempt, and the one after joining the channel.
+    until_calls(&mut conn, "evalsha", before + 2).await?;
+    let mut two = two.into_iter();
+    for permit in two.by_ref() {
+        permit.release().await?;
+    }
+    let three = waiter.await??;
+    assert_eq!(three.len(), 3);
+    assert_eq!(semaphore.available_permits().await?, 0);
+    assert!(
+        semaphore
+            .acquire_many_timeout(1, Duration::from_millis(20))
+            .await?
+            .is_none()
+    );
+    // Each is released on its own.
+    for permit in three {
+        permit.release().await?;
+    }
+    assert_eq!(semaphore.available_permits().await?, 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_permits_are_renewed_and_lost_when_taken_away() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let lease = Duration::from_millis(300);
+    let client = Client::builder(&server.url())
+        .watchdog_lease(lease)
+        .connect()
+        .await?;
+    let semaphore = client.expirable_semaphore("renewed")?;
+    assert_eq!(semaphore.lease(), Lease::Watchdog);
+    semaphore.try_set_permits(2).await?;
+    let permits = semaphore.acquire_many(2).await?;
+    assert!(permits.iter().all(|p| p.remaining() <= lease));
+    assert_eq!(client.stats().renewing, 2);
+
+    // Outliving the lease several times over is the point: the watchdog renews both.
+    tokio::time::sleep(lease * 4).await;
+    assert!(permits.iter().all(ExpirablePermit::is_held));
+    let info = semaphore.inspect().await?;
+    assert_eq!(info.held_count, 2, "both still held in Redis: {info:?}");
+    assert_eq!(info.available_permits, Some(0));
+
+    // Released behind the holder's back: the next renewal finds it gone.
+    let mut permits = permits.into_iter();
+    let taken = permits.next().expect("two permits");
+    let kept = permits.next().expect("two permits");
+    semaphore.release(taken.id()).await?;
+    tokio::time::timeout(lease, taken.lost())
+        .await
+        .expect("lost within a lease");
+    assert!(!taken.is_held());
+    assert_eq!(taken.remaining(), Duration::ZERO);
+    assert!(expired(&taken.release().await));
+    assert!(kept.is_held(), "the other permit is untouched");
+
+    // Released, a permit is no longer renewed.
+    kept.release().await?;
+    assert_eq!(client.stats().renewing, 0);
+    assert_eq!(semaphore.available_permits().await?, 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_permits_and_drain_count_expired_permits() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore =
+        leased(&client, "gate", Duration::from_millis(30))?.with_recheck_interval(NO_RECHECK)?;
+    // Creates it when missing.
+    semaphore.set_permits(2).await?;
+    assert_eq!(semaphore.available_permits().await?, 2);
+    let expiring = semaphore.acquire().await?.forget();
+    let held = leased(&client, "gate", LONG)?.acquire().await?;
+    // Let the first lease run out with nobody reclaiming it.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(semaphore.available_permits().await?, 1);
+
+    // Forced: the expired permit is returned first, so 3 is what is available.
+    semaphore.set_permits(3).await?;
+    assert_eq!(semaphore.available_permits().await?, 3);
+    assert!(expired(&semaphore.release(expiring).await));
+    assert_eq!(semaphore.drain().await?, 3);
+    assert_eq!(semaphore.drain().await?, 0);
+    assert_eq!(semaphore.available_permits().await?, 0);
+
+    // Growing the count wakes a waiter; the held permit still comes back on top.
+    let mut conn = raw(&server).await?;
+    let before = calls(&mut conn, "evalsha").await?;
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { within(semaphore.acquire()).await }
+    });
+    until_calls(&mut conn, "evalsha", before + 2).await?;
+    semaphore.set_permits(1).await?;
+    let woken = waiter.await??;
+    held.release().await?;
+    assert_eq!(semaphore.available_permits().await?, 1);
+    woken.release().await?;
+    assert_eq!(semaphore.available_permits().await?, 2);
     Ok(())
 }

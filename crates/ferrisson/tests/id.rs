@@ -75,9 +75,9 @@ fn calls(server: &RedisServer, command: &str) -> u64 {
         .map_or(0, |n| n.parse().expect("a count"))
 }
 
-/// The seed's test: `workers` concurrent tasks make `per_worker` ids each. Returns every
+/// `workers` concurrent tasks make `per_worker` ids each. Returns every
 /// task's ids in the order it got them, and the time it all took.
-async fn seed_test(
+async fn ids_from_tasks(
     ids: &IdGenerator,
     prefix: &str,
     workers: usize,
@@ -138,28 +138,28 @@ async fn counted(ids: &IdGenerator, prefix: &str, all: &HashSet<i64>) -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_test_per_id_300_workers_x_100() -> anyhow::Result<()> {
+async fn three_hundred_tasks_x_100_ids_per_id() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
     let ids = client.id_generator();
     let from = unix_now();
-    let (per_task, took) = seed_test(&ids, "order", 300, 100).await?;
+    let (per_task, took) = ids_from_tasks(&ids, "order", 300, 100).await?;
     let all = check_ids(&per_task, from, unix_now());
     assert_eq!(all.len(), 30_000);
     // One INCR per id: the day's counter is the day's number of ids.
     assert_eq!(calls(&server, "incr"), 30_000);
     assert_eq!(counted(&ids, "order", &all).await?, 30_000);
-    println!("seed test, per id: 300 x 100 ids in {took:?}");
+    println!("per id: 300 x 100 ids in {took:?}");
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_test_batched_300_workers_x_100() -> anyhow::Result<()> {
+async fn three_hundred_tasks_x_100_ids_batched() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let client = Client::connect(&server.url()).await?;
     let ids = IdGenerator::builder(&client).batched().build()?;
     let from = unix_now();
-    let (per_task, took) = seed_test(&ids, "order", 300, 100).await?;
+    let (per_task, took) = ids_from_tasks(&ids, "order", 300, 100).await?;
     let all = check_ids(&per_task, from, unix_now());
     assert_eq!(all.len(), 30_000);
     // Blocks, not ids, cost round trips: blocks of 16 doubling up to 65 536 need about a
@@ -173,7 +173,7 @@ async fn seed_test_batched_300_workers_x_100() -> anyhow::Result<()> {
     assert_eq!(calls(&server, "incr"), 0);
     // The counters hold every reserved number: at least every id handed out.
     assert!(counted(&ids, "order", &all).await? >= 30_000);
-    println!("seed test, batched: 300 x 100 ids in {took:?} with {reservations} INCRBY");
+    println!("batched: 300 x 100 ids in {took:?} with {reservations} INCRBY");
     Ok(())
 }
 
@@ -182,7 +182,7 @@ const WORKER_BATCHED: &str = "FERRISSON_ID_TEST_WORKER_BATCHED";
 const ID_MARKER: &str = "worker-id=";
 
 /// Four processes (this test binary run again as workers, two per id and two batched)
-/// each run the seed's 300 x 100 test on one prefix; all 120 000 ids are unique.
+/// each run the 300 x 100 test on one prefix; all 120 000 ids are unique.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_make_unique_ids() -> anyhow::Result<()> {
     if let Ok(url) = std::env::var(WORKER_URL) {
@@ -247,7 +247,7 @@ async fn run_worker(url: &str) -> anyhow::Result<()> {
     } else {
         client.id_generator()
     };
-    let (per_task, _) = seed_test(&ids, "order", 300, 100).await?;
+    let (per_task, _) = ids_from_tasks(&ids, "order", 300, 100).await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for id in per_task.iter().flatten() {
         writeln!(out, "{ID_MARKER}{id}")?;
@@ -266,9 +266,9 @@ async fn per_id_and_batched_mixed_on_one_prefix_stay_unique() -> anyhow::Result<
     let small_blocks = IdGenerator::builder(&other).block_size(1, 4).build()?;
     let from = unix_now();
     let (a, b, c) = tokio::join!(
-        seed_test(&per_id, "order", 50, 100),
-        seed_test(&batched, "order", 50, 100),
-        seed_test(&small_blocks, "order", 50, 100),
+        ids_from_tasks(&per_id, "order", 50, 100),
+        ids_from_tasks(&batched, "order", 50, 100),
+        ids_from_tasks(&small_blocks, "order", 50, 100),
     );
     let mut per_task = a?.0;
     per_task.extend(b?.0);
@@ -651,7 +651,7 @@ async fn a_burst_of_callers_waits_on_a_handful_of_reservations() -> anyhow::Resu
     // the reservations in flight cover it, so the burst sends a few INCRBY together
     // (16, then doubling while they come fast: 16 + 32 + 64 + 128 + 256 >= 300), not one
     // per caller. The bound leaves room for replies that come back mid-burst.
-    let (per_task, _) = seed_test(&ids, "burst", 300, 1).await?;
+    let (per_task, _) = ids_from_tasks(&ids, "burst", 300, 1).await?;
     assert_eq!(check_ids(&per_task, 0, i64::MAX).len(), 300);
     let reservations = calls(&server, "incrby");
     assert!(

@@ -1,4 +1,4 @@
-//! `CountDownLatch` against real redis-server processes: counting, the seed's 300
+//! `CountDownLatch` against real redis-server processes: counting, 300
 //! workers, every waiter woken by the final count-down's one message, `delete`.
 
 use std::sync::{Arc, Mutex};
@@ -33,16 +33,18 @@ async fn counts_down_to_open() -> anyhow::Result<()> {
         0,
         "a latch that does not exist is open"
     );
-    assert!(
+    assert_eq!(
         latch.wait_timeout(Duration::ZERO).await?,
+        Some(()),
         "an open latch does not wait"
     );
 
     assert!(latch.try_set_count(2).await?);
     assert!(!latch.try_set_count(5).await?, "a count is running");
     assert_eq!(latch.inspect().await?.count, 2);
-    assert!(
-        !latch.wait_timeout(Duration::from_millis(50)).await?,
+    assert_eq!(
+        latch.wait_timeout(Duration::from_millis(50)).await?,
+        None,
         "closed: the wait runs out"
     );
     assert_eq!(latch.count_down().await?, 1);
@@ -53,7 +55,7 @@ async fn counts_down_to_open() -> anyhow::Result<()> {
         0,
         "counting down an open latch does nothing"
     );
-    assert!(latch.wait_timeout(Duration::from_secs(1)).await?);
+    assert_eq!(latch.wait_timeout(Duration::from_secs(1)).await?, Some(()));
     latch.wait().await?;
 
     // The key is gone once open, so the latch can be used again.
@@ -67,7 +69,7 @@ async fn counts_down_to_open() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The seed's pattern: start 300 workers, each counts down once, wait for all of them.
+/// Start 300 workers, each counts down once, wait for all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hundred_workers_wake_the_waiter() -> anyhow::Result<()> {
     const WORKERS: u32 = 300;

@@ -80,8 +80,8 @@ async fn simple_lock_tasks_exclude_each_other() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentry_in_one_task_counts_holds() -> anyhow::Result<()> {
     let (_server, client) = server_and_client().await?;
-    let lock = client.lock("seed-004")?;
-    // The seed's deduct() holds the lock and calls test(), which takes it again.
+    let lock = client.lock("reentry")?;
+    // A method holding the lock calls another that takes it again.
     let outer = lock.lock().await?;
     let inner = lock.try_lock().await?.expect("re-entry never waits");
     assert_eq!(inner.fencing_token(), outer.fencing_token());
@@ -224,7 +224,7 @@ async fn fixed_lease_expires_and_stale_release_leaves_the_new_holder_alone() -> 
         .with_lease(Lease::Fixed(Duration::from_millis(300)))?;
     let first = lock.lock().await?;
     assert!(first.is_held());
-    let ttl = lock.remaining_ttl().await?.expect("held");
+    let ttl = lock.ttl().await?.expect("held");
     assert!(ttl <= Duration::from_millis(300));
     first.lost().await;
     assert!(!first.is_held());
@@ -268,17 +268,14 @@ async fn watchdog_keeps_the_lock_past_three_leases() -> anyhow::Result<()> {
     let guard = lock.lock().await?;
     let started = tokio::time::Instant::now();
     let mut refreshes = 0;
-    let mut last_ttl = lock.remaining_ttl().await?.expect("held");
+    let mut last_ttl = lock.ttl().await?.expect("held");
     // Time passing is the point here: sample the TTL until three leases have gone by.
     // Renewals come every 300 ms; under a loaded machine a sample may miss some.
     while started.elapsed() < lease * 3 + lease / 2 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let ttl = lock
-            .remaining_ttl()
-            .await?
-            .expect("the watchdog must keep the lock");
+        let ttl = lock.ttl().await?.expect("the watchdog must keep the lock");
         if ttl > last_ttl + Duration::from_millis(100) {
-            refreshes += 1; // seen going 900 -> 600 -> 900, as the seed's 30 -> 20 -> 30
+            refreshes += 1; // seen going 900 -> 600 -> 900
         }
         last_ttl = ttl;
     }
@@ -348,6 +345,14 @@ async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<(
         .lock("quiet")?
         .with_lease(Lease::Fixed(Duration::from_secs(20)))?;
     let guard = holder.lock().await?;
+    let other = client
+        .lock("quiet-too")?
+        .with_lease(Lease::Fixed(Duration::from_secs(20)))?;
+    // Held from another task before any waiter starts, so the waiters of "quiet-too"
+    // really wait (a waiter that got it first would leave nobody waiting there).
+    let other_guard = tokio::spawn(async move { other.lock().await }).await??;
+    let mut conn = raw(&server).await?;
+    let scripts_before = script_calls(&mut conn).await?;
     let mut waiters = Vec::new();
     for i in 0..100 {
         let lock = client.lock(if i % 2 == 0 { "quiet" } else { "quiet-too" })?;
@@ -355,19 +360,21 @@ async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<(
             async move { lock.lock().await?.unlock().await },
         ));
     }
-    let other = client
-        .lock("quiet-too")?
-        .with_lease(Lease::Fixed(Duration::from_secs(20)))?;
-    // Held from another task, so the waiters of "quiet-too" really wait.
-    let other_guard = tokio::spawn(async move { other.lock().await }).await??;
-    let mut conn = raw(&server).await?;
+    // Every waiter sends two attempts (one before joining its channel, one after) and
+    // then waits: once all 200 are in, nothing more may come until a release.
     assert!(
-        eventually(Duration::from_secs(5), || {
-            let client = client.clone();
-            async move { client.stats().waiting_channels == 2 }
+        eventually(Duration::from_secs(30), || {
+            let mut check = conn.clone();
+            async move {
+                script_calls(&mut check)
+                    .await
+                    .is_ok_and(|calls| calls >= scripts_before + 200)
+            }
         })
-        .await
+        .await,
+        "the waiters did not all make their two attempts"
     );
+    assert_eq!(client.stats().waiting_channels, 2);
     let before = commands_processed(&mut conn).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = commands_processed(&mut conn).await?;
@@ -392,6 +399,26 @@ async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<(
         waiter.await??;
     }
     Ok(())
+}
+
+/// Script calls the server has run so far (`EVALSHA` and `EVAL`).
+async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
 }
 
 async fn commands_processed(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<u64> {
@@ -441,7 +468,7 @@ async fn dropped_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
         async move {
             let exists: bool = conn.exists("{cancel}").await.unwrap_or(true);
             let channels: Vec<String> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
+                .arg("SHARDCHANNELS")
                 .query_async(&mut conn)
                 .await
                 .unwrap_or_else(|_| vec!["?".into()]);
@@ -534,7 +561,9 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
-        client.simple_lock("l")?.with_lease(Duration::ZERO),
+        client
+            .simple_lock("l")?
+            .with_lease(Lease::Fixed(Duration::ZERO)),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
@@ -560,7 +589,15 @@ async fn bad_input_gives_typed_errors() -> anyhow::Result<()> {
         "{shown}"
     );
     let lock = client.lock("down")?;
-    let result = tokio::time::timeout(Duration::from_secs(30), lock.lock()).await?;
+    // A try fails at once; a waiting acquire rides the outage out until its wait ends,
+    // then reports what stopped it (not a timeout).
+    let result = tokio::time::timeout(Duration::from_secs(30), lock.try_lock()).await?;
+    assert!(matches!(result, Err(Error::Redis(_))), "{result:?}");
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        lock.lock_timeout(Duration::from_secs(1)),
+    )
+    .await?;
     assert!(matches!(result, Err(Error::Redis(_))), "{result:?}");
     assert!(format!("{client:?}").contains("127.0.0.1"));
     Ok(())

@@ -112,7 +112,8 @@ impl Rig {
     }
 }
 
-/// Whether a subscribed client's last command was something other than `SUBSCRIBE`.
+/// Whether a client subscribed to a shard channel last sent something other than
+/// `SSUBSCRIBE`.
 async fn waiter_parked(admin: &mut MultiplexedConnection) -> anyhow::Result<bool> {
     let clients: String = redis::cmd("CLIENT").arg("LIST").query_async(admin).await?;
     Ok(clients.lines().any(|line| {
@@ -120,14 +121,14 @@ async fn waiter_parked(admin: &mut MultiplexedConnection) -> anyhow::Result<bool
             line.split(' ')
                 .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
         };
-        field("sub").is_some_and(|n| n != "0") && field("cmd").is_some_and(|c| c != "subscribe")
+        field("ssub").is_some_and(|n| n != "0") && field("cmd").is_some_and(|c| c != "ssubscribe")
     }))
 }
 
-/// Every channel with a subscriber.
+/// Every shard channel with a subscriber.
 async fn channels(admin: &mut MultiplexedConnection) -> anyhow::Result<Vec<String>> {
     Ok(redis::cmd("PUBSUB")
-        .arg("CHANNELS")
+        .arg("SHARDCHANNELS")
         .query_async(admin)
         .await?)
 }

@@ -120,10 +120,22 @@ async fn takes_every_member_and_one_unlock_releases_all() -> anyhow::Result<()> 
     assert_eq!(tokens[0], guard.guards()[0].fencing_token());
     assert_eq!(guard.guards()[1].name(), "b");
 
-    let state = multi.inspect().await?;
-    assert_eq!(state.len(), 2);
-    assert!(state.iter().all(|m| m.locked && m.ttl.is_some()));
-    assert_eq!(state[0].name, "a");
+    let info = multi.inspect().await?;
+    assert_eq!(info.members.len(), 2);
+    for (member, guard) in info.members.iter().zip(guard.guards()) {
+        assert_eq!(member.name, guard.name());
+        assert_eq!(member.holder, Some(guard.owner()));
+        assert_eq!(member.fencing_token, Some(guard.fencing_token()));
+        assert!(member.ttl.is_some());
+    }
+    assert_eq!(info.members[0].name, "a");
+    let shortest = guard
+        .guards()
+        .iter()
+        .map(ferrisson::LockGuard::remaining)
+        .min();
+    assert!(guard.remaining() > Duration::ZERO);
+    assert!(Some(guard.remaining()) <= shortest);
 
     guard.unlock().await?;
     assert!(!setup.exists(0, "{a}")? && !setup.exists(1, "{b}")?);
@@ -131,8 +143,9 @@ async fn takes_every_member_and_one_unlock_releases_all() -> anyhow::Result<()> 
         multi
             .inspect()
             .await?
+            .members
             .iter()
-            .all(|m| !m.locked && m.ttl.is_none())
+            .all(|m| m.holder.is_none() && m.ttl.is_none())
     );
 
     // Every new holder of a member gets a greater token.
@@ -337,10 +350,13 @@ async fn members_keep_their_leases() -> anyhow::Result<()> {
         .with_lease(Lease::Fixed(Duration::from_millis(1500)))?;
     let multi = MultiLock::new(vec![renewing.lock("a")?, fixed])?;
     let guard = multi.lock().await?;
+    // The fixed member's lease bounds the whole guard's.
+    assert!(guard.remaining() <= Duration::from_millis(1500));
     // Outliving the watchdog lease twice over is the point: the watchdog member stays
     // (renewed every 200 ms), the fixed one ends at 1.5 s.
     tokio::time::timeout(Duration::from_secs(5), guard.lost()).await?;
     assert!(!guard.is_held());
+    assert_eq!(guard.remaining(), Duration::ZERO);
     assert!(
         guard.guards()[0].is_held(),
         "the watchdog member is renewed"

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrisson::{Client, Error, Redlock, RedlockGuard};
+use ferrisson::{Client, DistributedLock, Error, Guard, Lease, Redlock, RedlockGuard};
 use ferrisson_testkit::RedisServer;
 use futures_util::FutureExt;
 use tokio::time::Instant;
@@ -27,8 +27,34 @@ async fn clients(servers: &[RedisServer]) -> anyhow::Result<Vec<Client>> {
     Ok(clients)
 }
 
-fn dbsize(server: &RedisServer) -> anyhow::Result<String> {
-    Ok(server.command(&["DBSIZE"])?)
+/// Keys of the server other than fencing floors (which outlive every lock by design).
+fn lock_keys(server: &RedisServer) -> anyhow::Result<Vec<String>> {
+    let reply = server.query(&["KEYS", "*"])?;
+    Ok(reply
+        .elements()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|key| key.text())
+        .filter(|key| !key.starts_with("ferrisson:fence:"))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// No lock key left on the server.
+fn no_lock_keys(server: &RedisServer) -> bool {
+    lock_keys(server).is_ok_and(|keys| keys.is_empty())
+}
+
+/// The server's fencing floors: (key, value).
+fn floors(server: &RedisServer) -> anyhow::Result<Vec<(String, u64)>> {
+    let reply = server.query(&["KEYS", "ferrisson:fence:*"])?;
+    let mut floors = Vec::new();
+    for key in reply.elements().unwrap_or_default() {
+        let key = key.text().unwrap_or_default().to_owned();
+        let value = server.query(&["GET", key.as_str()])?;
+        floors.push((key, value.text().unwrap_or_default().parse()?));
+    }
+    Ok(floors)
 }
 
 /// Polls `check` every 10 ms for at most `within`; for effects of background tasks.
@@ -76,7 +102,11 @@ async fn bad_input_is_rejected() -> anyhow::Result<()> {
 
     let redlock = Redlock::new(&clients, "x")?;
     assert_eq!(redlock.quorum(), 2);
-    assert_eq!(redlock.ttl(), ferrisson::DEFAULT_REDLOCK_TTL);
+    assert_eq!(redlock.ttl(), ferrisson::DEFAULT_REDLOCK_LEASE);
+    assert_eq!(
+        redlock.lease(),
+        Lease::Fixed(ferrisson::DEFAULT_REDLOCK_LEASE)
+    );
     assert!(redlock.node_timeout() < redlock.ttl());
     for ttl in [
         Duration::ZERO,
@@ -85,13 +115,15 @@ async fn bad_input_is_rejected() -> anyhow::Result<()> {
     ] {
         assert!(
             matches!(
-                redlock.clone().with_ttl(ttl),
+                redlock.clone().with_lease(Lease::Fixed(ttl)),
                 Err(Error::InvalidArgument(_))
             ),
             "{ttl:?}"
         );
     }
-    let short = redlock.clone().with_ttl(Duration::from_millis(100))?;
+    let short = redlock
+        .clone()
+        .with_lease(Lease::Fixed(Duration::from_millis(100)))?;
     assert!(matches!(
         short.clone().with_node_timeout(Duration::from_millis(100)),
         Err(Error::InvalidArgument(_))
@@ -102,7 +134,7 @@ async fn bad_input_is_rejected() -> anyhow::Result<()> {
     ));
     let timed = short.with_node_timeout(Duration::from_millis(50))?;
     assert!(matches!(
-        timed.with_ttl(Duration::from_millis(50)),
+        timed.with_lease(Lease::Fixed(Duration::from_millis(50))),
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(
@@ -132,8 +164,8 @@ async fn majority_excludes_and_unlock_clears_every_node() -> anyhow::Result<()> 
     let theirs = Redlock::new(&clients(&servers).await?, "orders")?;
 
     let guard = mine.try_lock().await?.expect("free");
-    assert!(guard.is_valid());
-    assert!(guard.validity() <= Duration::from_millis(10_000 - 102));
+    assert!(guard.is_held());
+    assert!(guard.remaining() <= Duration::from_millis(10_000 - 102));
     assert!(theirs.try_lock().await?.is_none());
     assert!(
         theirs
@@ -142,12 +174,13 @@ async fn majority_excludes_and_unlock_clears_every_node() -> anyhow::Result<()> 
             .is_none()
     );
 
-    let state = theirs.inspect().await?;
-    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
-    assert_eq!(state.nodes.len(), 3);
-    for node in &state.nodes {
+    let info = theirs.inspect().await?;
+    assert_eq!(info.name, "orders");
+    assert_eq!(info.holder, Some(guard.owner()));
+    assert_eq!(info.nodes.len(), 3);
+    for node in &info.nodes {
         assert!(node.reachable);
-        assert_eq!(node.holder.as_deref(), Some(guard.token()));
+        assert_eq!(node.holder, Some(guard.owner()));
         assert!(
             node.ttl
                 .is_some_and(|t| t <= mine.ttl() && t > Duration::ZERO)
@@ -157,9 +190,9 @@ async fn majority_excludes_and_unlock_clears_every_node() -> anyhow::Result<()> 
 
     guard.unlock().await?;
     for server in &servers {
-        assert_eq!(dbsize(server)?, ":0");
+        assert!(no_lock_keys(server));
     }
-    assert_eq!(theirs.inspect().await?.majority_holder, None);
+    assert_eq!(theirs.inspect().await?.holder, None);
     let next = theirs.try_lock().await?.expect("free after unlock");
     next.unlock().await?;
     Ok(())
@@ -177,7 +210,7 @@ async fn failed_attempt_deletes_the_keys_it_set() -> anyhow::Result<()> {
         );
     }
     assert!(redlock.try_lock().await?.is_none());
-    assert_eq!(dbsize(&servers[2])?, ":0", "the minority key was released");
+    assert!(no_lock_keys(&servers[2]), "the minority key was released");
     for server in &servers[..2] {
         assert_eq!(
             server.command(&["GET", "{split}"])?,
@@ -192,7 +225,7 @@ async fn failed_attempt_deletes_the_keys_it_set() -> anyhow::Result<()> {
 async fn works_with_two_of_five_killed() -> anyhow::Result<()> {
     let mut servers = servers(5)?;
     let redlock = Redlock::new(&clients(&servers).await?, "five")?
-        .with_ttl(Duration::from_secs(5))?
+        .with_lease(Lease::Fixed(Duration::from_secs(5)))?
         .with_node_timeout(Duration::from_millis(200))?;
     servers[0].kill()?;
     servers[3].kill()?;
@@ -201,14 +234,14 @@ async fn works_with_two_of_five_killed() -> anyhow::Result<()> {
         .lock_timeout(Duration::from_secs(2))
         .await?
         .expect("3 of 5 suffice");
-    assert!(guard.is_valid());
-    let state = redlock.inspect().await?;
-    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
-    assert_eq!(state.nodes.iter().filter(|n| !n.reachable).count(), 2);
+    assert!(guard.is_held());
+    let info = redlock.inspect().await?;
+    assert_eq!(info.holder, Some(guard.owner()));
+    assert_eq!(info.nodes.iter().filter(|n| !n.reachable).count(), 2);
     assert!(guard.extend(Duration::from_secs(5)).await?);
     guard.unlock().await?;
     for i in [1, 2, 4] {
-        assert_eq!(dbsize(&servers[i])?, ":0");
+        assert!(no_lock_keys(&servers[i]));
     }
     Ok(())
 }
@@ -217,10 +250,10 @@ async fn works_with_two_of_five_killed() -> anyhow::Result<()> {
 async fn extend_and_unlock_need_a_majority_to_answer() -> anyhow::Result<()> {
     let mut servers = servers(5)?;
     let redlock = Redlock::new(&clients(&servers).await?, "five")?
-        .with_ttl(Duration::from_secs(5))?
+        .with_lease(Lease::Fixed(Duration::from_secs(5)))?
         .with_node_timeout(Duration::from_millis(200))?;
     let guard = redlock.try_lock().await?.expect("free");
-    let before = guard.validity();
+    let before = guard.remaining();
     for i in [0, 1, 2] {
         servers[i].kill()?;
     }
@@ -230,14 +263,14 @@ async fn extend_and_unlock_need_a_majority_to_answer() -> anyhow::Result<()> {
         .expect_err("2 of 5 answer");
     assert!(error.is_connection_error(), "{error:?}");
     assert!(
-        guard.validity() <= before,
+        guard.remaining() <= before,
         "a failed extend never grows the validity"
     );
     let error = guard.unlock().await.expect_err("2 of 5 answer");
     assert!(error.is_connection_error(), "{error:?}");
     // The servers that answered did release.
     for i in [3, 4] {
-        assert_eq!(dbsize(&servers[i])?, ":0");
+        assert!(no_lock_keys(&servers[i]));
     }
     Ok(())
 }
@@ -246,7 +279,7 @@ async fn extend_and_unlock_need_a_majority_to_answer() -> anyhow::Result<()> {
 async fn refuses_with_three_of_five_killed() -> anyhow::Result<()> {
     let mut servers = servers(5)?;
     let redlock = Redlock::new(&clients(&servers).await?, "five")?
-        .with_ttl(Duration::from_secs(5))?
+        .with_lease(Lease::Fixed(Duration::from_secs(5)))?
         .with_node_timeout(Duration::from_millis(200))?;
     for i in [0, 2, 4] {
         servers[i].kill()?;
@@ -263,7 +296,7 @@ async fn refuses_with_three_of_five_killed() -> anyhow::Result<()> {
     assert!(error.is_connection_error(), "{error:?}");
     // The two live nodes said yes each time; both attempts took their keys back.
     for i in [1, 3] {
-        assert_eq!(dbsize(&servers[i])?, ":0");
+        assert!(no_lock_keys(&servers[i]));
     }
     Ok(())
 }
@@ -273,7 +306,7 @@ async fn paused_node_costs_at_most_the_node_timeout() -> anyhow::Result<()> {
     let servers = servers(5)?;
     let ttl = Duration::from_secs(2);
     let redlock = Redlock::new(&clients(&servers).await?, "paused")?
-        .with_ttl(ttl)?
+        .with_lease(Lease::Fixed(ttl))?
         .with_node_timeout(Duration::from_millis(50))?;
     // Warm up every connection so the measured attempt is only the protocol.
     redlock.try_lock().await?.expect("free").unlock().await?;
@@ -286,24 +319,20 @@ async fn paused_node_costs_at_most_the_node_timeout() -> anyhow::Result<()> {
     // Without the per-node timeout the attempt would wait for the 2 s response timeout.
     assert!(elapsed < ttl / 2, "acquire took {elapsed:?}");
     assert!(
-        guard.validity() > ttl / 2,
+        guard.remaining() > ttl / 2,
         "validity {:?}",
-        guard.validity()
+        guard.remaining()
     );
-    let state = redlock.inspect().await?;
-    assert!(!state.nodes[2].reachable);
-    assert_eq!(state.majority_holder.as_deref(), Some(guard.token()));
+    let info = redlock.inspect().await?;
+    assert!(!info.nodes[2].reachable);
+    assert_eq!(info.holder, Some(guard.owner()));
     guard.unlock().await?;
 
     // The paused node runs the queued SET and then the queued release, in that order.
     servers[2].resume()?;
-    assert!(
-        eventually(Duration::from_secs(5), || dbsize(&servers[2])
-            .is_ok_and(|s| s == ":0"))
-        .await
-    );
+    assert!(eventually(Duration::from_secs(5), || no_lock_keys(&servers[2])).await);
     for server in &servers {
-        assert_eq!(dbsize(server)?, ":0");
+        assert!(no_lock_keys(server));
     }
     Ok(())
 }
@@ -312,13 +341,13 @@ async fn paused_node_costs_at_most_the_node_timeout() -> anyhow::Result<()> {
 async fn validity_runs_out_and_extend_needs_a_majority_in_time() -> anyhow::Result<()> {
     let servers = servers(3)?;
     let ttl = Duration::from_millis(300);
-    let mine = Redlock::new(&clients(&servers).await?, "short")?.with_ttl(ttl)?;
-    let theirs = Redlock::new(&clients(&servers).await?, "short")?.with_ttl(ttl)?;
+    let mine = Redlock::new(&clients(&servers).await?, "short")?.with_lease(Lease::Fixed(ttl))?;
+    let theirs = Redlock::new(&clients(&servers).await?, "short")?.with_lease(Lease::Fixed(ttl))?;
 
     let guard = mine.try_lock().await?.expect("free");
-    assert!(guard.validity() <= Duration::from_millis(300 - 5));
+    assert!(guard.remaining() <= Duration::from_millis(300 - 5));
     assert!(guard.extend(Duration::from_secs(2)).await?);
-    assert!(guard.validity() > ttl, "validity {:?}", guard.validity());
+    assert!(guard.remaining() > ttl, "validity {:?}", guard.remaining());
     for server in &servers {
         let pttl: u64 = server
             .command(&["PTTL", "{short}"])?
@@ -328,23 +357,20 @@ async fn validity_runs_out_and_extend_needs_a_majority_in_time() -> anyhow::Resu
     }
     // A shorter extend shortens the validity too.
     assert!(guard.extend(ttl).await?);
-    assert!(guard.validity() <= ttl);
+    assert!(guard.remaining() <= ttl);
 
     // Waiting for the TTL is the point here.
     tokio::time::sleep(ttl + Duration::from_millis(50)).await;
-    assert!(!guard.is_valid());
-    assert_eq!(guard.validity(), Duration::ZERO);
+    assert!(!guard.is_held());
+    assert_eq!(guard.remaining(), Duration::ZERO);
     let next = theirs.try_lock().await?.expect("expired keys are free");
     assert!(
         !guard.extend(ttl).await?,
         "extend after the validity must fail"
     );
-    assert!(next.is_valid());
+    assert!(next.is_held());
     assert!(matches!(guard.unlock().await, Err(Error::NotOwner { .. })));
-    assert_eq!(
-        theirs.inspect().await?.majority_holder.as_deref(),
-        Some(next.token())
-    );
+    assert_eq!(theirs.inspect().await?.holder, Some(next.owner()));
     next.unlock().await?;
 
     let guard = mine.try_lock().await?.expect("free");
@@ -394,7 +420,7 @@ async fn cancelled_attempts_leave_no_keys() -> anyhow::Result<()> {
         .await
     );
     for server in &servers {
-        assert_eq!(dbsize(server)?, ":0");
+        assert!(no_lock_keys(server));
     }
     let guard = redlock.try_lock().await?.expect("nothing left behind");
     guard.unlock().await?;
@@ -411,7 +437,7 @@ async fn twenty_contending_clients_make_progress_and_leave_no_keys() -> anyhow::
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let redlock = Redlock::new(&clients(&servers).await?, "counter")?
-            .with_ttl(Duration::from_secs(10))?
+            .with_lease(Lease::Fixed(Duration::from_secs(10)))?
             .with_node_timeout(Duration::from_secs(1))?
             .with_retry(Duration::from_millis(2), Duration::from_millis(20))?;
         let counter = Arc::clone(&counter);
@@ -429,7 +455,7 @@ async fn twenty_contending_clients_make_progress_and_leave_no_keys() -> anyhow::
                 tokio::task::yield_now().await;
                 counter.store(value + 1, Ordering::SeqCst);
                 inside.fetch_sub(1, Ordering::SeqCst);
-                assert!(guard.is_valid());
+                assert!(guard.is_held());
                 guard.unlock().await?;
             }
             anyhow::Ok(())
@@ -440,9 +466,104 @@ async fn twenty_contending_clients_make_progress_and_leave_no_keys() -> anyhow::
     }
     assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
     for server in &servers {
-        assert_eq!(dbsize(server)?, ":0");
-        assert_eq!(server.command(&["KEYS", "*"])?, "*0");
+        assert_eq!(lock_keys(server)?, Vec::<String>::new());
     }
+    Ok(())
+}
+
+/// Takes any lock through the backend-neutral contract and returns the hold's token.
+async fn token_of_one_hold<L: DistributedLock>(lock: &L) -> anyhow::Result<u64> {
+    let guard = lock.lock().await?;
+    assert_eq!(Guard::name(&guard), lock.name());
+    assert!(Guard::is_held(&guard));
+    assert!(Guard::remaining(&guard) > Duration::ZERO);
+    let token = Guard::fencing_token(&guard).get();
+    Guard::unlock(guard).await?;
+    Ok(token)
+}
+
+#[tokio::test]
+async fn tokens_grow_with_every_holder_even_when_one_server_clock_is_ahead() -> anyhow::Result<()> {
+    let mut servers = servers(3)?;
+    let mine = Redlock::new(&clients(&servers).await?, "fenced")?;
+    let theirs = Redlock::new(&clients(&servers).await?, "fenced")?;
+
+    let first = token_of_one_hold(&mine).await?;
+    let second = token_of_one_hold(&theirs).await?;
+    assert!(second > first, "{second} after {first}");
+    // The guard's token is the largest of the majority's, written back to every granting
+    // server: each has one floor (one lock name, one slot) at exactly that token.
+    for server in &servers {
+        let floors = floors(server)?;
+        assert_eq!(floors.len(), 1, "{floors:?}");
+        assert_eq!(floors[0].1, second);
+    }
+
+    // Server 0 hands out tokens an hour ahead of the others (its floor says so, as a
+    // clock an hour fast would): the majority takes its token and raises the others.
+    let (floor, _) = floors(&servers[0])?.remove(0);
+    let ahead = (second + 3_600_000_000).to_string();
+    servers[0].query(&["SET", floor.as_str(), ahead.as_str()])?;
+    let third = token_of_one_hold(&mine).await?;
+    assert!(third > second + 3_600_000_000, "{third}");
+
+    // Without server 0, the two others' clocks are an hour behind that token; their
+    // raised floors still make the next token larger.
+    servers[0].kill()?;
+    let fourth = token_of_one_hold(&theirs).await?;
+    assert!(fourth > third, "{fourth} after {third}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchdog_lease_is_extended_and_lost_fires_when_a_majority_drops_it() -> anyhow::Result<()>
+{
+    let mut servers = servers(3)?;
+    let lease = Duration::from_millis(300);
+    let mut renewed_clients = Vec::new();
+    for server in &servers {
+        renewed_clients.push(
+            Client::builder(&server.url())
+                .watchdog_lease(lease)
+                .reconnect_retries(0)
+                .connect()
+                .await?,
+        );
+    }
+    let mine = Redlock::new(&renewed_clients, "renewed")?.with_lease(Lease::Watchdog)?;
+    let theirs = Redlock::new(&clients(&servers).await?, "renewed")?;
+    assert_eq!(mine.lease(), Lease::Watchdog);
+    assert_eq!(mine.ttl(), lease);
+
+    let guard = mine.lock().await?;
+    // Outliving the lease several times over is the point here.
+    tokio::time::sleep(lease * 4).await;
+    assert!(guard.is_held());
+    assert!(guard.remaining() > lease / 3, "{:?}", guard.remaining());
+    assert!(theirs.try_lock().await?.is_none());
+    assert_eq!(theirs.inspect().await?.holder, Some(guard.owner()));
+
+    // Deleted behind the holder's back: the next extension finds a majority without it.
+    assert!(theirs.force_unlock().await?);
+    assert!(!theirs.force_unlock().await?, "nothing left to delete");
+    tokio::time::timeout(lease, guard.lost())
+        .await
+        .expect("lost within a lease");
+    assert!(!guard.is_held());
+    assert_eq!(guard.remaining(), Duration::ZERO);
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+
+    // Servers gone: extensions fail, and the hold ends when its validity runs out.
+    let guard = mine.lock().await?;
+    servers[0].kill()?;
+    servers[1].kill()?;
+    tokio::time::timeout(lease * 2, guard.lost())
+        .await
+        .expect("lost once the validity ran out");
+    assert!(!guard.is_held());
     Ok(())
 }
 
@@ -462,5 +583,6 @@ fn futures_and_guards_are_send() {
         send(&redlock.try_lock());
         send(&redlock.lock_timeout(Duration::ZERO));
         send(&redlock.inspect());
+        send(&redlock.force_unlock());
     }
 }

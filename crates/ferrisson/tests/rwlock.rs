@@ -578,7 +578,7 @@ async fn watchdog_renews_both_sides_alongside_plain_locks() -> anyhow::Result<()
         );
     }
     let info = lock.inspect().await?;
-    assert!(info.writer.is_some_and(|w| w.expires_in > Duration::ZERO));
+    assert!(info.writer.is_some_and(|w| w.ttl > Duration::ZERO));
     assert_eq!(client.stats().renewing, 2);
     write.unlock().await?;
     read.unlock().await?;
@@ -820,7 +820,7 @@ async fn dropped_futures_leave_nothing_behind() -> anyhow::Result<()> {
         async move {
             let exists: bool = conn.exists("{cancel}").await.unwrap_or(true);
             let channels: Vec<String> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
+                .arg("SHARDCHANNELS")
                 .query_async(&mut conn)
                 .await
                 .unwrap_or_else(|_| vec!["?".into()]);
@@ -838,7 +838,7 @@ async fn dropped_futures_leave_nothing_behind() -> anyhow::Result<()> {
     .await;
     let info = client.rwlock("cancel")?.inspect().await?;
     let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
+        .arg("SHARDCHANNELS")
         .query_async(&mut conn)
         .await?;
     let stats: Vec<_> = others.iter().map(Client::stats).collect();

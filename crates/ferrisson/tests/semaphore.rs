@@ -72,7 +72,7 @@ async fn never_initialised_semaphore_fails_at_once() -> anyhow::Result<()> {
         Err(Error::NotInitialized { .. })
     ));
     assert!(matches!(
-        semaphore.drain_permits().await,
+        semaphore.drain().await,
         Err(Error::NotInitialized { .. })
     ));
     assert_eq!(semaphore.inspect().await?.available_permits, None);
@@ -120,9 +120,9 @@ async fn permits_are_counted() -> anyhow::Result<()> {
     semaphore.add_permits(3).await?;
     assert_eq!(semaphore.available_permits().await?, 2);
 
-    assert_eq!(semaphore.drain_permits().await?, 2);
+    assert_eq!(semaphore.drain().await?, 2);
     assert_eq!(semaphore.available_permits().await?, 0);
-    assert_eq!(semaphore.drain_permits().await?, 0);
+    assert_eq!(semaphore.drain().await?, 0);
     assert!(
         semaphore
             .acquire_timeout(Duration::from_millis(50))
@@ -233,6 +233,44 @@ async fn added_permits_wake_as_many_waiters() -> anyhow::Result<()> {
         waiter.await??.forget();
     }
     assert_eq!(semaphore.available_permits().await?, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn set_permits_forces_the_count_and_wakes_waiters_when_it_grew() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let client = Client::connect(&server.url()).await?;
+    let semaphore = client
+        .semaphore("forced")?
+        .with_recheck_interval(NO_RECHECK)?;
+    // Creates the semaphore when missing, and overrides whatever was set.
+    semaphore.set_permits(3).await?;
+    assert_eq!(semaphore.available_permits().await?, 3);
+    let held = semaphore.acquire().await?;
+    semaphore.set_permits(0).await?;
+    assert_eq!(semaphore.available_permits().await?, 0);
+    semaphore.add_permits(-2).await?;
+    semaphore.set_permits(0).await?;
+    assert_eq!(semaphore.available_permits().await?, 0, "from -2");
+
+    let mut conn = raw(&server).await?;
+    let before = calls(&mut conn, "evalsha").await?;
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let semaphore = semaphore.clone();
+            tokio::spawn(async move { within(semaphore.acquire()).await })
+        })
+        .collect();
+    until_calls(&mut conn, "evalsha", before + 2 * 2).await?;
+    semaphore.set_permits(2).await?;
+    for waiter in waiters {
+        // Returned at all: woken by the one change.
+        waiter.await??.forget();
+    }
+    assert_eq!(semaphore.available_permits().await?, 0);
+    // A permit out during the change still comes back on top of the count set.
+    held.release().await?;
+    assert_eq!(semaphore.available_permits().await?, 1);
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::{Inner, SEQUENCE_BITS, compose, day_of, validate_prefix};
-use crate::error::{Error, Result};
+use crate::api::error::{Error, Result};
 
 /// A block that lasted less than this was too small: the next one is twice as large.
 const GROW_BELOW: Duration = Duration::from_millis(50);
@@ -121,9 +121,7 @@ impl Batcher {
                 if let Some(reservation) = reservation {
                     spawn_reservation(Arc::clone(inner), prefix, reservation);
                 }
-                waiting.await.map_err(|_| {
-                    Error::Protocol("id reservation task ended without an answer".into())
-                })?
+                waiting.await.map_err(|_| Error::cancelled(prefix))?
             }
         }
     }
@@ -280,7 +278,7 @@ impl State {
         &mut self,
         batcher: &Batcher,
         reservation: Reservation,
-        reply: redis::RedisResult<i64>,
+        reply: Result<i64>,
         clock: std::result::Result<i64, i64>,
         key_of: &dyn Fn(i64) -> String,
     ) -> Option<Reservation> {
@@ -308,7 +306,7 @@ impl State {
                 let covered = self.covered();
                 while self.waiters.len() as u64 > covered {
                     if let Some(waiter) = self.waiters.pop_back() {
-                        let _ = waiter.send(Err(Error::Redis(e.clone())));
+                        let _ = waiter.send(Err(shared_error(&e)));
                     }
                 }
             }
@@ -390,10 +388,11 @@ fn spawn_reservation(inner: Arc<Inner>, prefix: &str, reservation: Reservation) 
         let mut reservation = reservation;
         loop {
             let key = inner.day_key(&prefix, reservation.day);
-            let reply: redis::RedisResult<i64> = redis::cmd("INCRBY")
-                .arg(&key)
-                .arg(reservation.size)
-                .query_async(&mut inner.client.conn())
+            // A repeat of INCRBY after a cut-off only skips numbers: resending is safe.
+            let reply: Result<i64> = inner
+                .client
+                .connection()
+                .query_resendable(redis::cmd("INCRBY").arg(&key).arg(reservation.size))
                 .await;
             let clock = inner.clock_seconds();
             let key_of = |day| inner.day_key(&prefix, day).to_string();
@@ -407,4 +406,13 @@ fn spawn_reservation(inner: Arc<Inner>, prefix: &str, reservation: Reservation) 
             }
         }
     });
+}
+
+/// One failed reservation's error for each of the callers it fails.
+fn shared_error(e: &Error) -> Error {
+    match e {
+        Error::Redis(e) => Error::Redis(e.clone()),
+        Error::Protocol(message) => Error::Protocol(message.clone()),
+        other => Error::Protocol(other.to_string()),
+    }
 }

@@ -1,0 +1,664 @@
+//! The client: one reconnecting Redis connection, the shared subscription, the watchdog.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ProtocolVersion};
+use tokio::sync::oneshot;
+
+use crate::api::error::{Error, Result, redis_reason};
+use crate::api::lease::validate_lease;
+use crate::observe::metrics::Kind;
+use crate::observe::probe::{ClassFn, Classes, Probe};
+use crate::redis::connection::cluster::ClusterNodes;
+use crate::redis::connection::sentinel::{SentinelCredentials, SentinelMaster};
+use crate::redis::connection::{Connection, ReplicaAcks};
+use crate::redis::endpoint::Endpoint;
+use crate::redis::holds::Holds;
+use crate::redis::keys::{Keys, validate_namespace};
+use crate::redis::pubsub::Subscriptions;
+use crate::redis::scripts;
+use crate::redis::tls::{TlsConfig, install_crypto_provider};
+use crate::redis::watchdog::Watchdog;
+
+/// Default lease of [`Lease::Watchdog`](crate::Lease::Watchdog) locks (Redisson's 30 s).
+pub const DEFAULT_WATCHDOG_LEASE: Duration = Duration::from_secs(30);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_RECONNECT_RETRIES: usize = 2;
+
+/// A handle to one Redis server and everything ferrisson runs against it.
+///
+/// Cheap to clone (an `Arc`); every clone shares one multiplexed, self-reconnecting
+/// connection (RESP3), one subscription that wakes every local waiter, and one watchdog
+/// task that renews every held lock. Dropping the last clone (and every guard made from
+/// it) stops the watchdog.
+///
+/// ```no_run
+/// # async fn demo() -> ferrisson::Result<()> {
+/// let client = ferrisson::Client::connect("redis://127.0.0.1:6379").await?;
+/// let lock = client.lock("orders:42")?;
+/// let guard = lock.lock().await?;
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) connection: Connection,
+    pub(crate) namespace: String,
+    pub(crate) redacted_url: String,
+    pub(crate) watchdog_lease: Duration,
+    pub(crate) subscriptions: Subscriptions,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) holds: Holds,
+    /// The class label of each primitive's metrics.
+    pub(crate) classes: Classes,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl Client {
+    /// Connects with default settings. See [`ClientBuilder`] for the options.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed URL, [`Error::Connect`] when the server
+    /// cannot be reached or refuses the credentials, [`Error::UnsupportedServer`] when it
+    /// is older than Redis 7.0.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// Starts configuring a client for `url`, which also says the topology:
+    ///
+    /// - `redis://[user:password@]host[:port][/db]`: one server (`rediss://` for TLS;
+    ///   settings beyond the URL: [`ClientBuilder::tls`]);
+    /// - `redis+sentinel://[user:password@]host[:port][,host[:port]...]/master[/db]`: the
+    ///   master a Sentinel group names (the sentinels' addresses, default port 26379),
+    ///   followed across failovers;
+    /// - `redis+cluster://[user:password@]host[:port][,host[:port]...]`: a Redis Cluster
+    ///   through these seed nodes;
+    ///
+    /// and `rediss+sentinel://`, `rediss+cluster://` with TLS to every server.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// The key prefix every primitive of this client uses.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// The lease of [`Lease::Watchdog`](crate::Lease::Watchdog) locks.
+    pub fn watchdog_lease(&self) -> Duration {
+        self.inner.watchdog_lease
+    }
+
+    /// The one way to Redis (see [`Connection`]).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.inner.connection
+    }
+
+    /// The keys of the primitive called `name`.
+    pub(crate) fn keys(&self, name: &str) -> Result<Keys> {
+        Keys::new(&self.inner.namespace, name)
+    }
+
+    /// What the `kind` primitive called `name` records its metrics and spans under.
+    pub(crate) fn probe(&self, kind: Kind, name: &Arc<str>) -> Probe {
+        self.inner.classes.probe(kind, name)
+    }
+
+    /// `key` with the client's namespace in front.
+    pub(crate) fn namespaced(&self, key: &str) -> String {
+        format!("{}{key}", self.inner.namespace)
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.inner.redacted_url)
+            .field("namespace", &self.inner.namespace)
+            .field("watchdog_lease", &self.inner.watchdog_lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Client`]; every setting has a default, so `connect()` may follow at once.
+///
+/// ```no_run
+/// # async fn demo() -> ferrisson::Result<()> {
+/// use std::time::Duration;
+///
+/// let client = ferrisson::Client::builder("redis://:secret@127.0.0.1:6379/2")
+///     .namespace("shop:")
+///     .response_timeout(Duration::from_secs(2))
+///     .watchdog_lease(Duration::from_secs(10))
+///     .connect()
+///     .await?;
+/// assert_eq!(client.namespace(), "shop:");
+/// // The password never shows: Debug prints redis://:***@127.0.0.1:6379/2
+/// println!("{client:?}");
+/// # Ok(()) }
+/// ```
+#[must_use]
+#[derive(Clone)]
+pub struct ClientBuilder {
+    url: String,
+    namespace: String,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    watchdog_lease: Duration,
+    reconnect_retries: usize,
+    tls: Option<TlsConfig>,
+    metrics_class: Option<ClassFn>,
+    sentinel_credentials: SentinelCredentials,
+    replica_acks: Option<ReplicaAcks>,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("namespace", &self.namespace)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("watchdog_lease", &self.watchdog_lease)
+            .field("reconnect_retries", &self.reconnect_retries)
+            .field("tls", &self.tls)
+            .field("metrics_class", &self.metrics_class.is_some())
+            .field("replica_acks", &self.replica_acks)
+            .field(
+                "sentinel_credentials",
+                &self.sentinel_credentials.password.as_ref().map(|_| "<set>"),
+            )
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            namespace: String::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            watchdog_lease: DEFAULT_WATCHDOG_LEASE,
+            reconnect_retries: DEFAULT_RECONNECT_RETRIES,
+            tls: None,
+            metrics_class: None,
+            sentinel_credentials: SentinelCredentials::default(),
+            replica_acks: None,
+        }
+    }
+
+    /// A prefix put in front of every key and channel (default: none), e.g. `"shop:"`.
+    /// At most [`MAX_NAMESPACE_LEN`](crate::MAX_NAMESPACE_LEN) bytes, without `{` or `}`
+    /// (they would change the keys' hash tag).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// How long one connection attempt may take, TLS handshake and login included
+    /// (default 5 s). [`ClientBuilder::connect`] makes one attempt: a server that is
+    /// refused or unresolvable fails at once, one that does not answer fails after this.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command may wait for its reply (default 5 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// The lease of [`Lease::Watchdog`](crate::Lease::Watchdog) locks, renewed every
+    /// third of it (default 30 s).
+    pub fn watchdog_lease(mut self, lease: Duration) -> Self {
+        self.watchdog_lease = lease;
+        self
+    }
+
+    /// How many times one reconnection retries before the command fails (default 2).
+    /// Only for a connection lost after [`ClientBuilder::connect`] succeeded; the first
+    /// connect is never retried.
+    pub fn reconnect_retries(mut self, retries: usize) -> Self {
+        self.reconnect_retries = retries;
+        self
+    }
+
+    /// TLS settings for a `rediss://` URL: the CA to verify the server with, a client
+    /// certificate, or the insecure mode. Refused at connect with a `redis://` URL.
+    ///
+    /// ```no_run
+    /// # async fn demo(ca_pem: Vec<u8>) -> ferrisson::Result<()> {
+    /// use ferrisson::{Client, TlsConfig};
+    ///
+    /// let client = Client::builder("rediss://127.0.0.1:6380")
+    ///     .tls(TlsConfig::new().ca_certificates(ca_pem))
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Adds a `class` label to the metrics of every primitive of this client: `class_of`
+    /// maps a primitive's name to its class once, when the handle is made (see
+    /// [`metrics`](crate::metrics)). Without it (the default) the metrics carry no name at
+    /// all.
+    ///
+    /// Every distinct class is a series per metric in the application's metrics store:
+    /// map names to a few classes (`orders:42` to `orders`). Mapping each name to itself
+    /// is possible, and right for a handful of long-lived locks, but with per-order or
+    /// per-user names the series grow without bound.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ferrisson::Result<()> {
+    /// let client = ferrisson::Client::builder("redis://127.0.0.1:6379")
+    ///     .metrics_class(|name| name.split(':').next().unwrap_or(name).to_owned())
+    ///     .connect()
+    ///     .await?;
+    /// // `orders:42` and `orders:43` both count under class="orders".
+    /// let lock = client.lock("orders:42")?;
+    /// # let _ = lock; Ok(()) }
+    /// ```
+    pub fn metrics_class(
+        mut self,
+        class_of: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.metrics_class = Some(Arc::new(class_of));
+        self
+    }
+
+    /// Credentials for the sentinels of a `redis+sentinel://` URL, when they require
+    /// authentication (the URL's credentials are the master's). Without it, sentinels are
+    /// asked without credentials.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ferrisson::Result<()> {
+    /// let client = ferrisson::Client::builder("redis+sentinel://:data-pw@10.0.0.1,10.0.0.2,10.0.0.3/shop")
+    ///     .sentinel_credentials(None, "sentinel-pw")
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn sentinel_credentials(
+        mut self,
+        username: Option<&str>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.sentinel_credentials = SentinelCredentials {
+            username: username.map(str::to_owned),
+            password: Some(password.into()),
+        };
+        self
+    }
+
+    /// Requires `replicas` replicas to acknowledge every grant and every renewal of a
+    /// lock within `timeout` (`WAIT`) before it counts (default: none).
+    ///
+    /// A grant that fewer replicas acknowledged is undone and reported as
+    /// [`Error::NotReplicated`]; a renewal that fewer acknowledged counts as failed, so a
+    /// holder's lease is extended only by renewals its replicas have. Then a failover to
+    /// one of those replicas keeps every lock its holders believe they hold (see
+    /// `docs/SAFETY.md` for what it does not cover: a replica that acknowledged and then
+    /// lost its data, a failover to a replica that was not among those counted). Costs
+    /// the replicas' round trip on every grant and renewal; waits, releases and reads are
+    /// unchanged.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    ///
+    /// let client = ferrisson::Client::builder("redis+sentinel://10.0.0.1,10.0.0.2,10.0.0.3/shop")
+    ///     .replica_acks(2, Duration::from_millis(200))
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_acks = Some(ReplicaAcks { replicas, timeout });
+        self
+    }
+
+    /// Connects, loads every script and starts the client's background tasks.
+    ///
+    /// Makes one connection attempt, bounded by the connect timeout: a refused port, an
+    /// unresolvable host, a TLS or login failure is reported at once with its reason.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a malformed URL (the message names what is wrong),
+    /// unusable TLS settings, a bad namespace, a zero timeout or lease,
+    /// [`Error::Connect`] when the server cannot be reached, does not answer within the
+    /// connect timeout, or refuses the TLS handshake or the credentials,
+    /// [`Error::UnsupportedServer`] when it is older than Redis 7.0.
+    pub async fn connect(self) -> Result<Client> {
+        let redacted_url = redact_url(&self.url);
+        validate_lease(self.watchdog_lease)?;
+        validate_namespace(&self.namespace)?;
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err(Error::invalid("timeouts must be greater than zero"));
+        }
+        if let Some(acks) = self.replica_acks {
+            if acks.replicas == 0 {
+                return Err(Error::invalid(
+                    "replica acknowledgements need at least 1 replica",
+                ));
+            }
+            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
+                return Err(Error::invalid(format!(
+                    "the replica acknowledgement timeout must be above zero and at most a third \
+                     of the watchdog lease ({:?}), got {:?}",
+                    self.watchdog_lease / 3,
+                    acks.timeout
+                )));
+            }
+        }
+        let connect_error = |cause| Error::Connect {
+            url: redacted_url.clone(),
+            cause,
+        };
+        let (subscriptions, push_handler) = Subscriptions::new();
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(self.reconnect_retries)
+            .set_automatic_resubscription();
+        let connection = match Endpoint::parse(&self.url)? {
+            Endpoint::Single(info) => {
+                let redis_client = self.single_client(info)?;
+                self.first_attempt(&redis_client).await?;
+                let mut conn = ConnectionManager::new_with_config(
+                    redis_client,
+                    config.set_push_sender(push_handler),
+                )
+                .await
+                .map_err(connect_error)?;
+                check_server(&mut conn, &connect_error).await?;
+                Connection::single(conn)
+            }
+            Endpoint::Sentinel {
+                sentinels,
+                master,
+                data,
+            } => {
+                let master = SentinelMaster::connect(
+                    &sentinels,
+                    &master,
+                    &data,
+                    self.tls.as_ref(),
+                    &self.sentinel_credentials,
+                    config,
+                    push_handler,
+                )
+                .await
+                .map_err(|e| connect_failure(e, &connect_error))?;
+                check_server(&mut master.manager(), &connect_error).await?;
+                Connection::sentinel(master)
+            }
+            Endpoint::Cluster { seeds } => {
+                let nodes = ClusterNodes::connect(
+                    &seeds,
+                    self.tls.as_ref(),
+                    self.connect_timeout,
+                    self.response_timeout,
+                    config,
+                    push_handler,
+                )
+                .await
+                .map_err(|e| connect_failure(e, &connect_error))?;
+                check_server(&mut nodes.commands(), &connect_error).await?;
+                Connection::cluster(nodes)
+            }
+        };
+
+        let connection = connection.with_replica_acks(self.replica_acks);
+        // Here rather than once per process: a recorder installed after the first client
+        // connected still learns what each metric means.
+        crate::observe::metrics::describe();
+        let (shutdown_tx, shutdown_rx) = oneshot::channel();
+        subscriptions.start(connection.clone());
+        let watchdog = Watchdog::start(connection.clone(), self.watchdog_lease, shutdown_rx);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                connection,
+                namespace: self.namespace,
+                redacted_url,
+                watchdog_lease: self.watchdog_lease,
+                subscriptions,
+                watchdog,
+                holds: Holds::default(),
+                classes: Classes::new(self.metrics_class),
+                _shutdown: shutdown_tx,
+            }),
+        })
+    }
+}
+
+impl ClientBuilder {
+    /// The redis-rs client for one server and the TLS settings, RESP3.
+    fn single_client(&self, info: ConnectionInfo) -> Result<redis::Client> {
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let info = info.set_redis_settings(settings);
+        if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+            install_crypto_provider();
+        }
+        match &self.tls {
+            Some(tls) => tls.apply(info),
+            None => redis::Client::open(info).map_err(|e| {
+                Error::invalid(format!(
+                    "redis url {}: {}",
+                    redact_url(&self.url),
+                    redis_reason(&e)
+                ))
+            }),
+        }
+    }
+
+    /// One connection attempt bounded by the connect timeout, so that a refused port or a
+    /// wrong certificate fails at once: the connection manager would retry with backoff.
+    async fn first_attempt(&self, redis_client: &redis::Client) -> Result<()> {
+        let first_attempt = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout));
+        match redis_client
+            .get_multiplexed_async_connection_with_config(&first_attempt)
+            .await
+        {
+            Ok(connection) => {
+                drop(connection);
+                Ok(())
+            }
+            Err(e) if e.is_timeout() => Err(Error::Connect {
+                url: redact_url(&self.url),
+                cause: redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within the connect timeout ({:?})",
+                        self.connect_timeout
+                    ),
+                )),
+            }),
+            Err(e) => Err(Error::Connect {
+                url: redact_url(&self.url),
+                cause: e,
+            }),
+        }
+    }
+}
+
+/// A failure to reach a Sentinel group or a cluster is a connect error.
+fn connect_failure(e: Error, connect_error: &impl Fn(redis::RedisError) -> Error) -> Error {
+    match e {
+        Error::Redis(cause) => connect_error(cause),
+        other => other,
+    }
+}
+
+/// The start-up checks on the connection: server version, scripts loaded, eviction
+/// policy.
+async fn check_server<C: ConnectionLike + Send>(
+    conn: &mut C,
+    connect_error: &impl Fn(redis::RedisError) -> Error,
+) -> Result<()> {
+    // Before the scripts: an old server would fail them with a Lua compile error.
+    check_server_version(conn).await?;
+    scripts::preload(conn)
+        .await
+        .map_err(|e| connect_failure(e, connect_error))?;
+    warn_if_keys_may_be_evicted(conn).await;
+    Ok(())
+}
+
+/// The oldest major version that can load the scripts, which start with a Redis 7
+/// shebang (`#!lua flags=allow-oom`, ...).
+const MIN_SERVER_MAJOR: u32 = 7;
+
+/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`].
+///
+/// Reads the version from `HELLO`, not `INFO`: an ACL may forbid `INFO`, but not `HELLO`,
+/// which the RESP3 connection itself needed to start. A reply without a readable version
+/// does not block the connect (the script load then shows what the server lacks).
+async fn check_server_version<C: ConnectionLike + Send>(conn: &mut C) -> Result<()> {
+    // `HELLO 3` on a RESP3 connection switches nothing; `HELLO` without arguments would
+    // be simpler but needs 6.2, and a 6.0 server must get the version error too.
+    let reply: redis::RedisResult<std::collections::HashMap<String, redis::Value>> =
+        redis::cmd("HELLO").arg(3).query_async(conn).await;
+    let version = match reply {
+        Ok(mut fields) => match fields.remove("version") {
+            Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Some(redis::Value::SimpleString(text) | redis::Value::VerbatimString { text, .. }) => {
+                text
+            }
+            other => {
+                tracing::debug!(reply = ?other, "HELLO gave no readable server version");
+                return Ok(());
+            }
+        },
+        Err(e) => {
+            tracing::debug!(error = %e, "HELLO failed; server version not checked");
+            return Ok(());
+        }
+    };
+    if version_too_old(&version) {
+        return Err(Error::UnsupportedServer { version });
+    }
+    Ok(())
+}
+
+/// True when `version` (`"6.2.14"`) names a major version below [`MIN_SERVER_MAJOR`];
+/// false for anything unreadable, which is left to the script load to judge.
+fn version_too_old(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.trim().parse::<u32>().ok())
+        .is_some_and(|major| major < MIN_SERVER_MAJOR)
+}
+
+/// Locks are keys with a TTL: a server that evicts such keys under memory pressure can
+/// drop a held lock. Only `noeviction` keeps them.
+async fn warn_if_keys_may_be_evicted<C: ConnectionLike + Send>(conn: &mut C) {
+    // RESP3 answers CONFIG GET with a map; an ACL may forbid CONFIG (then stay silent).
+    let reply: redis::RedisResult<std::collections::HashMap<String, String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
+    if let Ok(config) = reply
+        && let Some(policy) = config.get("maxmemory-policy")
+        && policy != "noeviction"
+    {
+        tracing::warn!(
+            policy = %policy,
+            "redis maxmemory-policy can evict lock keys under memory pressure; set it to noeviction"
+        );
+    }
+}
+
+/// The URL with its password replaced by `***`.
+///
+/// Everything between the scheme and the last `@` counts as user and password, even where
+/// a URL parser would read part of it as a path (`redis://user:/pw@host` parses as host
+/// `user` and path `/pw@host`): a password with a `/`, `?` or `#` that was not
+/// percent-encoded stays hidden. Only a user name free of those characters is kept.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return if url.contains('@') {
+            "***".to_owned()
+        } else {
+            url.to_owned()
+        };
+    };
+    let rest = &url[scheme_end + 3..];
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let redacted_userinfo = match userinfo.split_once(':') {
+        Some((user, _)) if !user.contains(['/', '?', '#']) => format!("{user}:***"),
+        // `redis://secret@host` puts the password where the user would be.
+        _ => "***".to_owned(),
+    };
+    format!(
+        "{}{redacted_userinfo}{}",
+        &url[..scheme_end + 3],
+        &rest[at..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{redact_url, version_too_old};
+
+    #[test]
+    fn servers_before_redis_7_are_too_old() {
+        assert!(version_too_old("6.2.14"));
+        assert!(version_too_old("6.0.9"));
+        assert!(version_too_old("5.0.7"));
+        assert!(!version_too_old("7.0.15"));
+        assert!(!version_too_old("7.2.4"));
+        assert!(!version_too_old("8.0.0"));
+        // Unstable builds report 255.255.255.
+        assert!(!version_too_old("255.255.255"));
+        // Unreadable: not refused here.
+        assert!(!version_too_old(""));
+        assert!(!version_too_old("unknown"));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact_url("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
+        assert_eq!(redact_url("redis://pw@h"), "redis://***@h");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact_url("redis://u:p@ss@h/1"), "redis://u:***@h/1");
+        // An @ in the query hides more than the password, never less.
+        assert_eq!(redact_url("redis://u:p@h/1?x=@"), "redis://u:***@");
+        assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("pw@host"), "***");
+        // Unencoded /, ? or # in a password: a parser reads a path, the password hides.
+        assert_eq!(redact_url("redis://u:pa/ss@h:1"), "redis://u:***@h:1");
+        assert_eq!(
+            redact_url("redis://default:/pw@h:1"),
+            "redis://default:***@h:1"
+        );
+        assert_eq!(redact_url("redis://pa/ss:x@h"), "redis://***@h");
+    }
+}

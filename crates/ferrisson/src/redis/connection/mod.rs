@@ -1,0 +1,417 @@
+//! The one way the crate reaches Redis: scripts, commands and subscriptions.
+//!
+//! Every primitive, the watchdog and the shared subscription talk to Redis through a
+//! [`Connection`] and nothing else, so the topology is chosen here and only here:
+//!
+//! - **one server**: a self-reconnecting multiplexed RESP3 connection;
+//! - **Sentinel** ([`sentinel`]): the same, to the master the sentinels name, replaced by
+//!   one to the new master when a failover demotes or kills the old one;
+//! - **Cluster** ([`cluster`]): redis-rs's cluster client for commands (routed by key),
+//!   and one subscription connection per shard master for the shard channels.
+//!
+//! Three rules live here as well, once for every caller:
+//!
+//! - **Resend what was not executed.** A redirection (`MOVED`, `ASK`), a cluster or master
+//!   in transition (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`) or a write to a
+//!   demoted master (`READONLY`) means the server did not run the call: it is sent again,
+//!   where the topology says it belongs now, a few times with short pauses.
+//! - **Resend what is safe to resend.** A call cut off by a dropped connection may or may
+//!   not have run. It is sent once more when running it twice is the same as running it
+//!   once (reads, renewals, acquires under an owner id made for that one attempt);
+//!   anything else reports the error. Timeouts are never resent: the server may be alive
+//!   but stalled, and the caller's deadline is the one that counts.
+//! - **Say what went wrong.** A reply a script never gives is [`Error::Protocol`], naming
+//!   the script; everything else is the Redis error with its cause.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value};
+
+use crate::api::error::{Error, Result};
+use crate::redis::scripts::{Invocation, LuaScript, ScriptCall};
+
+pub(crate) mod cluster;
+pub(crate) mod sentinel;
+
+use cluster::ClusterNodes;
+use sentinel::SentinelMaster;
+
+/// How often a call the server did not execute (a redirection, a failover in progress)
+/// is sent again before its error is reported.
+const NOT_EXECUTED_ATTEMPTS: u32 = 8;
+
+/// Commands, scripts and subscriptions of one client, whatever the topology.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    topology: Arc<Topology>,
+    replica_acks: Option<ReplicaAcks>,
+}
+
+/// How many replicas must acknowledge a grant or a renewal, and how long to wait for them
+/// (`WAIT numreplicas timeout` after the write, on the same server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaAcks {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
+}
+
+/// Where the client's commands go.
+enum Topology {
+    /// One server, through a multiplexed connection that reconnects by itself.
+    Single(ConnectionManager),
+    /// The master the sentinels name.
+    Sentinel(Box<SentinelMaster>),
+    /// A Redis Cluster.
+    Cluster(Box<ClusterNodes>),
+}
+
+impl Connection {
+    /// One server, through `manager`.
+    pub(crate) fn single(manager: ConnectionManager) -> Self {
+        Self::new(Topology::Single(manager))
+    }
+
+    pub(crate) fn sentinel(master: SentinelMaster) -> Self {
+        Self::new(Topology::Sentinel(Box::new(master)))
+    }
+
+    pub(crate) fn cluster(nodes: ClusterNodes) -> Self {
+        Self::new(Topology::Cluster(Box::new(nodes)))
+    }
+
+    fn new(topology: Topology) -> Self {
+        Self {
+            topology: Arc::new(topology),
+            replica_acks: None,
+        }
+    }
+
+    /// The same connection, requiring `acks` for every grant and renewal.
+    pub(crate) fn with_replica_acks(mut self, acks: Option<ReplicaAcks>) -> Self {
+        self.replica_acks = acks;
+        self
+    }
+
+    /// Runs one script call.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave the call applied with its reply lost; callers that
+    /// must undo it arm an undo first (see `primitive::undo`).
+    pub(crate) async fn run<C: ScriptCall>(&self, call: &C) -> Result<C::Reply> {
+        let mut invocation = Invocation::new();
+        call.fill(&mut invocation);
+        let script = call.script();
+        let value = self
+            .send_with_rules(
+                &invocation.evalsha(script),
+                invocation.first_key(),
+                call.idempotent(),
+                Some(script),
+            )
+            .await?;
+        let reply =
+            C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))?;
+        if let Some(acks) = self.replica_acks
+            && call.wrote_a_hold(&reply)
+        {
+            let acked = self.wait_for_replicas(acks, invocation.first_key()).await?;
+            if acked < acks.replicas {
+                return Err(Error::NotReplicated {
+                    acked,
+                    wanted: acks.replicas,
+                });
+            }
+        }
+        Ok(reply)
+    }
+
+    /// `WAIT` on the server that ran the last write for `key`: how many replicas have
+    /// every write this connection sent so far.
+    async fn wait_for_replicas(&self, acks: ReplicaAcks, key: Option<&[u8]>) -> Result<u32> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(acks.replicas)
+            .arg(crate::api::lease::millis(acks.timeout));
+        let acked: i64 = match &*self.topology {
+            Topology::Single(manager) => cmd.query_async(&mut manager.clone()).await?,
+            Topology::Sentinel(master) => cmd.query_async(&mut master.manager()).await?,
+            Topology::Cluster(nodes) => {
+                let reply = Box::pin(nodes.send_to_master_of(cmd, key)).await?;
+                FromRedisValue::from_redis_value(reply)
+                    .map_err(|e| Error::Protocol(e.to_string()))?
+            }
+        };
+        Ok(u32::try_from(acked).unwrap_or(0))
+    }
+
+    /// Runs a command that may run twice without harm (a read; an id counter's `INCRBY`,
+    /// where a repeat only skips ids), sending it once more if a dropped connection cut
+    /// it off.
+    pub(crate) async fn query_resendable<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let value = self.send_with_rules(cmd, key_of(cmd), true, None).await?;
+        T::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    /// Runs a command whose repetition could change its answer (`SET NX`): resent only
+    /// when the server did not execute it.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let value = self.send_with_rules(cmd, key_of(cmd), false, None).await?;
+        T::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    /// Calls `on_key` with every key matching `pattern` on every master (`SCAN` with
+    /// `MATCH` and `COUNT`, never `KEYS`): on one server or Sentinel's master, that server;
+    /// on a cluster, each master in turn. A key may be passed more than once; keys that are
+    /// not UTF-8 are skipped.
+    pub(crate) async fn scan(
+        &self,
+        pattern: &str,
+        count: u32,
+        on_key: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<()> {
+        let masters = match &*self.topology {
+            Topology::Cluster(nodes) => nodes.masters().await?.into_iter().map(Some).collect(),
+            Topology::Single(_) | Topology::Sentinel(_) => vec![None],
+        };
+        for master in masters {
+            let mut cursor = 0_u64;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(count);
+                let (next, keys): (u64, Vec<Vec<u8>>) = match (&*self.topology, &master) {
+                    (Topology::Cluster(nodes), Some(address)) => {
+                        let value = nodes.send_to_node(&cmd, address).await?;
+                        FromRedisValue::from_redis_value(value)
+                            .map_err(|e| Error::Protocol(e.to_string()))?
+                    }
+                    _ => self.query_resendable(&cmd).await?,
+                };
+                for key in &keys {
+                    if let Ok(key) = std::str::from_utf8(key) {
+                        on_key(key);
+                    }
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a read whose first argument is not the key it is about (`PUBSUB
+    /// SHARDNUMSUB`) where `key` lives: on a cluster, the master of its slot.
+    pub(crate) async fn query_routed<T: FromRedisValue>(&self, cmd: &Cmd, key: &str) -> Result<T> {
+        match &*self.topology {
+            Topology::Cluster(nodes) => {
+                let value = nodes
+                    .send_to_master_of(cmd.clone(), Some(key.as_bytes()))
+                    .await?;
+                T::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+            }
+            Topology::Single(_) | Topology::Sentinel(_) => self.query_resendable(cmd).await,
+        }
+    }
+
+    /// Subscribes the client's shared subscription to the shard channel `channel`;
+    /// messages arrive through the push handler installed on the connections.
+    pub(crate) async fn subscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match &*self.topology {
+            Topology::Single(manager) => shard_subscribe(manager.clone(), channel).await,
+            Topology::Sentinel(master) => shard_subscribe(master.manager(), channel).await,
+            Topology::Cluster(nodes) => nodes.subscribe(channel).await,
+        }
+    }
+
+    /// Leaves the shard channel `channel`.
+    pub(crate) async fn unsubscribe(&self, channel: &str) -> redis::RedisResult<()> {
+        match &*self.topology {
+            Topology::Single(manager) => shard_unsubscribe(manager.clone(), channel).await,
+            Topology::Sentinel(master) => shard_unsubscribe(master.manager(), channel).await,
+            Topology::Cluster(nodes) => nodes.unsubscribe(channel).await,
+        }
+    }
+
+    /// Which keys one script call may touch together: the watchdog renews the holds of
+    /// one group per call. On one server every key is in the same group; a cluster
+    /// refuses a script over keys of several hash slots, so there it is the slot.
+    pub(crate) fn call_group(&self, key: &str) -> u16 {
+        match &*self.topology {
+            Topology::Single(_) | Topology::Sentinel(_) => 0,
+            Topology::Cluster(_) => crate::redis::slot::key_slot(key.as_bytes()),
+        }
+    }
+
+    /// Sends `cmd` (routed by `key` on a cluster), resending per the rules in the module
+    /// docs.
+    async fn send_with_rules(
+        &self,
+        cmd: &Cmd,
+        key: Option<&[u8]>,
+        idempotent: bool,
+        script: Option<&LuaScript>,
+    ) -> Result<Value> {
+        let mut not_executed = 0;
+        let mut resent_after_cut = false;
+        loop {
+            let error = match self.send_once(cmd, key).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            if is_no_script(&error) {
+                if let Some(script) = script {
+                    // A flushed cache, a restarted server, a node that does not know the
+                    // script yet (a new master after a failover): load it, send again.
+                    self.load(script, key).await?;
+                    not_executed += 1;
+                    if not_executed < NOT_EXECUTED_ATTEMPTS {
+                        continue;
+                    }
+                }
+                return Err(error.into());
+            }
+            if was_not_executed(&error) && not_executed < NOT_EXECUTED_ATTEMPTS {
+                not_executed += 1;
+                self.recover(&error).await;
+                tokio::time::sleep(pause(not_executed)).await;
+                continue;
+            }
+            if cut_off(&error) {
+                self.recover(&error).await;
+                if idempotent && !resent_after_cut {
+                    resent_after_cut = true;
+                    tracing::debug!(error = %error, "call cut off by a dropped connection; sending it again");
+                    continue;
+                }
+            }
+            return Err(error.into());
+        }
+    }
+
+    /// One send on the topology's connection, following an `ASK` redirection once.
+    async fn send_once(&self, cmd: &Cmd, key: Option<&[u8]>) -> redis::RedisResult<Value> {
+        match &*self.topology {
+            Topology::Single(manager) => cmd.query_async(&mut manager.clone()).await,
+            Topology::Sentinel(master) => cmd.query_async(&mut master.manager()).await,
+            Topology::Cluster(nodes) => nodes.send(cmd, key).await,
+        }
+    }
+
+    /// What the topology does about an error before a call is sent again: a Sentinel
+    /// client asks the sentinels for the master when its server went away or was demoted.
+    async fn recover(&self, error: &RedisError) {
+        if let Topology::Sentinel(master) = &*self.topology
+            && (cut_off(error) || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+        {
+            // Boxed: asking the sentinels is a deep future (redis-rs's lookup), and this
+            // cold path would otherwise make every call's future that much deeper.
+            Box::pin(master.follow_failover()).await;
+        }
+    }
+
+    /// `SCRIPT LOAD` of `script` where a call routed by `key` goes (every node of a
+    /// cluster).
+    async fn load(&self, script: &LuaScript, key: Option<&[u8]>) -> Result<()> {
+        let cmd = script.load_cmd();
+        let _: Value = match &*self.topology {
+            Topology::Single(manager) => cmd.query_async(&mut manager.clone()).await?,
+            Topology::Sentinel(master) => cmd.query_async(&mut master.manager()).await?,
+            Topology::Cluster(nodes) => nodes.load(&cmd, key).await?,
+        };
+        Ok(())
+    }
+}
+
+/// The key a command is routed by: its first argument after the name, for the commands
+/// the crate sends outside scripts (`GET`, `EXISTS`, `PTTL`, `HGET`, `INCR`, `SET`, ...).
+fn key_of(cmd: &Cmd) -> Option<&[u8]> {
+    cmd.args_iter().nth(1).and_then(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    })
+}
+
+/// `SSUBSCRIBE` on a connection whose subscription tracker records the confirmation, so
+/// that its reconnects subscribe again by themselves.
+async fn shard_subscribe(mut manager: ConnectionManager, channel: &str) -> redis::RedisResult<()> {
+    let _: Value = redis::cmd("SSUBSCRIBE")
+        .arg(channel)
+        .query_async(&mut manager)
+        .await?;
+    Ok(())
+}
+
+async fn shard_unsubscribe(
+    mut manager: ConnectionManager,
+    channel: &str,
+) -> redis::RedisResult<()> {
+    let _: Value = redis::cmd("SUNSUBSCRIBE")
+        .arg(channel)
+        .query_async(&mut manager)
+        .await?;
+    Ok(())
+}
+
+/// The server did not run the call: it answered that the key lives elsewhere, or that it
+/// cannot serve it right now.
+fn was_not_executed(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::BusyLoading
+                | ServerErrorKind::ReadOnly
+        )
+    )
+}
+
+fn is_no_script(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// True when the connection went away under the call (never a timeout: see the module
+/// docs).
+fn cut_off(e: &RedisError) -> bool {
+    !e.is_timeout() && (e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error())
+}
+
+/// The pause before the `attempt`-th resend of a call the server did not execute: short
+/// first (a redirection is followed at once), longer while a failover settles.
+fn pause(attempt: u32) -> Duration {
+    Duration::from_millis(match attempt {
+        0 | 1 => 0,
+        n => (10u64 << (n - 2).min(6)).min(500),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_routed_by_their_first_argument() {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg("{orders}").arg("field");
+        assert_eq!(key_of(&cmd), Some(&b"{orders}"[..]));
+        assert_eq!(key_of(&redis::cmd("PING")), None);
+    }
+
+    #[test]
+    fn pauses_grow_and_stay_bounded() {
+        assert_eq!(pause(1), Duration::ZERO);
+        assert_eq!(pause(2), Duration::from_millis(10));
+        assert_eq!(pause(3), Duration::from_millis(20));
+        assert_eq!(pause(20), Duration::from_millis(500));
+    }
+}

@@ -1,0 +1,176 @@
+//! The master a Sentinel group names, followed across failovers.
+//!
+//! redis-rs resolves the master once and its connection manager then stays with that
+//! address: after a failover it reconnects to the old master (now a replica, answering
+//! writes with `READONLY`) or to nothing at all. So this keeps the sentinels at hand and,
+//! when a call finds its server gone or demoted, asks them for the master again; if it
+//! moved, a new connection to it replaces the old one, every waiter is woken (messages
+//! may have been missed) and the client's shard channels are subscribed there.
+
+use std::sync::{PoisonError, RwLock};
+
+use futures_util::future::BoxFuture;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{ConnectionAddr, ConnectionInfo, TlsMode};
+use tokio::sync::Mutex;
+
+use crate::api::error::{Error, Result};
+use crate::redis::pubsub::PushHandler;
+use crate::redis::tls::TlsConfig;
+
+/// Credentials for the sentinels themselves (the URL's are the data servers').
+#[derive(Clone, Default)]
+pub(crate) struct SentinelCredentials {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+}
+
+/// Asks the sentinels for the master. A trait object on purpose: redis-rs's
+/// `SentinelClient` is a deep type (it caches connections, TLS streams included), and
+/// every future that touches the client's connection would carry it into the compiler's
+/// `Send` checks, deep enough to overflow them in a caller's crate.
+trait FindMaster: Send {
+    fn find(&mut self) -> BoxFuture<'_, redis::RedisResult<redis::Client>>;
+}
+
+impl FindMaster for SentinelClient {
+    fn find(&mut self) -> BoxFuture<'_, redis::RedisResult<redis::Client>> {
+        Box::pin(self.async_get_client())
+    }
+}
+
+/// The connection to the current master, and how to find the next one.
+pub(crate) struct SentinelMaster {
+    sentinels: Mutex<Box<dyn FindMaster>>,
+    current: RwLock<Current>,
+    config: ConnectionManagerConfig,
+    push: PushHandler,
+}
+
+struct Current {
+    manager: ConnectionManager,
+    address: String,
+}
+
+impl SentinelMaster {
+    /// Asks the sentinels for `master` and connects to it.
+    pub(crate) async fn connect(
+        sentinels: &[ConnectionInfo],
+        master: &str,
+        data: &ConnectionInfo,
+        tls: Option<&TlsConfig>,
+        sentinel_credentials: &SentinelCredentials,
+        config: ConnectionManagerConfig,
+        push: PushHandler,
+    ) -> Result<Self> {
+        let addresses = sentinels.iter().map(|info| info.addr().clone());
+        let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
+            .map_err(|e| Error::invalid(format!("sentinel settings: {e}")))?
+            .set_client_to_redis_protocol(redis::ProtocolVersion::RESP3)
+            .set_client_to_redis_db(data.redis_settings().db());
+        if let Some(username) = data.redis_settings().username() {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = data.redis_settings().password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(username) = &sentinel_credentials.username {
+            builder = builder.set_client_to_sentinel_username(username);
+        }
+        if let Some(password) = &sentinel_credentials.password {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+        if let ConnectionAddr::TcpTls { insecure, .. } = data.addr() {
+            crate::redis::tls::install_crypto_provider();
+            let insecure = *insecure || tls.is_some_and(TlsConfig::accepts_invalid_certificates);
+            let mode = if insecure {
+                TlsMode::Insecure
+            } else {
+                TlsMode::Secure
+            };
+            builder = builder
+                .set_client_to_redis_tls_mode(mode)
+                .set_client_to_sentinel_tls_mode(mode);
+            if let Some(tls) = tls {
+                let certificates = tls.certificates()?;
+                builder = builder
+                    .set_client_to_redis_certificates(certificates.clone())
+                    .set_client_to_sentinel_certificates(certificates);
+            }
+        } else if tls.is_some() {
+            return Err(Error::invalid(
+                "tls settings need a rediss+sentinel:// url (the url asks for plain connections)",
+            ));
+        }
+        let mut sentinel = builder
+            .build()
+            .map_err(|e| Error::invalid(format!("sentinel settings: {e}")))?;
+        let (manager, address) = resolve(&mut sentinel, &config, &push).await?;
+        Ok(Self {
+            sentinels: Mutex::new(Box::new(sentinel)),
+            current: RwLock::new(Current { manager, address }),
+            config,
+            push,
+        })
+    }
+
+    /// The connection to the master as last known.
+    pub(crate) fn manager(&self) -> ConnectionManager {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .manager
+            .clone()
+    }
+
+    /// Asks the sentinels where the master is; moves to it if it changed. Calls that
+    /// fail together wait for one lookup.
+    pub(crate) async fn follow_failover(&self) {
+        let known = self.address();
+        let mut sentinels = self.sentinels.lock().await;
+        if self.address() != known {
+            // Another call moved while this one waited for the lock.
+            return;
+        }
+        match resolve(&mut **sentinels, &self.config, &self.push).await {
+            Ok((manager, address)) if address != known => {
+                tracing::warn!(old = %known, new = %address, "redis master moved; following it");
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) =
+                    Current { manager, address };
+                self.push.connection_replaced();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "asking the sentinels for the master failed");
+            }
+        }
+    }
+
+    fn address(&self) -> String {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .address
+            .clone()
+    }
+}
+
+/// The master's address from the sentinels, and a connection to it.
+async fn resolve(
+    sentinel: &mut dyn FindMaster,
+    config: &ConnectionManagerConfig,
+    push: &PushHandler,
+) -> Result<(ConnectionManager, String)> {
+    let client = sentinel.find().await?;
+    let address = match client.get_connection_info().addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        other => format!("{other:?}"),
+    };
+    let manager =
+        ConnectionManager::new_with_config(client, config.clone().set_push_sender(push.clone()))
+            .await?;
+    Ok((manager, address))
+}

@@ -1,0 +1,390 @@
+//! The client's record of the locks it holds: who may re-enter, and whether each hold is
+//! still valid (its local deadline, and the lost-lock signal).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::api::fencing::FencingToken;
+use crate::observe::hold::HoldMeter;
+use crate::observe::probe::Probe;
+use crate::redis::ids::{OwnerId, TaskKey};
+use crate::redis::keys::Keys;
+use crate::redis::scripts::{LuaScript, SCRIPTS};
+
+/// Until when a hold is valid, from the holder's point of view.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Validity {
+    /// Local monotonic deadline: the lease, counted from before the request that set it.
+    pub(crate) deadline: Instant,
+    /// Set once the lock was found gone or taken, or a renewal deadline passed.
+    pub(crate) lost: bool,
+}
+
+/// How the watchdog renews a hold: the primitives differ in how a holder is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Renewal {
+    /// A lock hash `{owner: hold count}` whose TTL is the lease (`lock_renew.lua`).
+    Lock,
+    /// A read-write lock hash with one lease deadline per owner (`rwlock_renew.lua`).
+    ReadWrite,
+    /// A string holding its owner id (`simple_renew.lua`).
+    Simple,
+    /// A permit in an expirable semaphore's held-permit set, its id as the owner
+    /// (`xsem_renew.lua`).
+    Permit,
+}
+
+impl Renewal {
+    /// The script that renews holds of this layout, many per call.
+    pub(crate) fn script(self) -> &'static LuaScript {
+        match self {
+            Self::Lock => &SCRIPTS.lock_renew,
+            Self::ReadWrite => &SCRIPTS.rwlock_renew,
+            Self::Simple => &SCRIPTS.simple_renew,
+            Self::Permit => &SCRIPTS.xsem_renew,
+        }
+    }
+}
+
+/// One owner's hold on one lock, shared by every guard of that owner in this client.
+pub(crate) struct Hold {
+    pub(crate) name: Arc<str>,
+    /// The lock's keys; holds are recorded, and renewed, under the main key.
+    pub(crate) keys: Keys,
+    pub(crate) owner: OwnerId,
+    pub(crate) token: FencingToken,
+    /// The task that may re-enter without naming the owner (none for explicit owners).
+    pub(crate) task: Option<TaskKey>,
+    /// Which renewal script knows this hold's layout.
+    pub(crate) renewal: Renewal,
+    validity: watch::Sender<Validity>,
+    /// Live guards of this hold in this client.
+    guards: AtomicUsize,
+    /// True while the watchdog must renew this hold.
+    renewing: AtomicBool,
+    /// When the watchdog should renew next.
+    next_renewal: Mutex<Instant>,
+    /// The hold's metrics, counted from the moment it is attached.
+    meter: HoldMeter,
+}
+
+impl Hold {
+    pub(crate) fn new(
+        probe: &Probe,
+        keys: Keys,
+        owner: OwnerId,
+        token: FencingToken,
+        task: Option<TaskKey>,
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            name: Arc::clone(&probe.name),
+            keys,
+            owner,
+            token,
+            task,
+            renewal: Renewal::Lock,
+            validity: watch::Sender::new(Validity {
+                deadline,
+                lost: false,
+            }),
+            guards: AtomicUsize::new(0),
+            renewing: AtomicBool::new(false),
+            next_renewal: Mutex::new(deadline),
+            meter: HoldMeter::new(probe.clone()),
+        }
+    }
+
+    /// The hold's metrics and its release span.
+    pub(crate) fn meter(&self) -> &HoldMeter {
+        &self.meter
+    }
+
+    /// The lock's main key.
+    pub(crate) fn key(&self) -> &str {
+        self.keys.main()
+    }
+
+    /// `name`, `owner`, `fencing_token` and `held` for a guard's `Debug`.
+    pub(crate) fn fmt_fields(&self, f: &mut fmt::DebugStruct<'_, '_>) -> fmt::Result {
+        f.field("name", &self.name)
+            .field("owner", &self.owner)
+            .field("fencing_token", &self.token)
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+
+    /// The same hold, renewed by the script for `renewal`'s layout.
+    pub(crate) fn renewed_as(mut self, renewal: Renewal) -> Self {
+        self.renewal = renewal;
+        self
+    }
+
+    /// True while the hold is not lost and its deadline has not passed.
+    pub(crate) fn is_held(&self) -> bool {
+        let v = *self.validity.borrow();
+        !v.lost && Instant::now() < v.deadline
+    }
+
+    /// How long the hold stays valid without another renewal (zero once lost).
+    pub(crate) fn remaining(&self) -> Duration {
+        let v = *self.validity.borrow();
+        if v.lost {
+            return Duration::ZERO;
+        }
+        v.deadline.saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn validity(&self) -> Validity {
+        *self.validity.borrow()
+    }
+
+    /// Moves the deadline to `deadline` (a renewal or re-entry succeeded). A hold whose
+    /// deadline already passed stays lost: its guards may have acted on that already.
+    ///
+    /// A later deadline is stored without notifying: a task in [`Hold::lost`] wakes at
+    /// the deadline it saw and reads the new one then. Notifying on every renewal cost
+    /// the watchdog 10–20% of its CPU (M6 in BENCHMARKS.md: the watch channel touches 8
+    /// `Notify`s, each behind a mutex, even with nobody waiting). An earlier deadline or
+    /// a loss notifies.
+    pub(crate) fn extend(&self, deadline: Instant) {
+        let now = Instant::now();
+        self.validity.send_if_modified(|v| {
+            if v.lost {
+                return false;
+            }
+            if now >= v.deadline {
+                v.lost = true;
+                return true;
+            }
+            let earlier = deadline < v.deadline;
+            v.deadline = deadline;
+            earlier
+        });
+        if self.validity.borrow().lost {
+            self.renewing.store(false, Ordering::SeqCst);
+            self.meter.end(true);
+        }
+    }
+
+    /// Marks the hold lost: every guard's `lost()` resolves, `is_held()` turns false.
+    pub(crate) fn mark_lost(&self) {
+        self.renewing.store(false, Ordering::SeqCst);
+        self.validity.send_if_modified(|v| {
+            let changed = !v.lost;
+            v.lost = true;
+            changed
+        });
+        self.meter.end(true);
+    }
+
+    /// Resolves once the hold is lost or its deadline passes. A renewal's later deadline
+    /// is read when the one it replaced passes (see [`Hold::extend`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub(crate) async fn lost(&self) {
+        let mut rx = self.validity.subscribe();
+        loop {
+            let v = *rx.borrow_and_update();
+            if v.lost || Instant::now() >= v.deadline {
+                return;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = tokio::time::sleep_until(v.deadline) => {}
+            }
+        }
+    }
+
+    pub(crate) fn add_guard(&self) {
+        self.guards.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Drops one guard; true when it was the last one.
+    fn remove_guard(&self) -> bool {
+        self.guards.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    /// First renewal a third of the lease after the acquire was *sent* (its deadline
+    /// counts from then too), not after its reply arrived: on a slow link the reply can
+    /// take a large part of the lease.
+    pub(crate) fn start_renewing(&self, lease: Duration) {
+        let deadline = self.validity().deadline;
+        let first = deadline
+            .checked_sub(lease.saturating_sub(lease / 3))
+            .unwrap_or_else(Instant::now);
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = first;
+        self.renewing.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_renewing(&self) -> bool {
+        self.renewing.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn stop_renewing(&self) {
+        self.renewing.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn next_renewal(&self) -> Instant {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_next_renewal(&self, at: Instant) {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at;
+    }
+}
+
+/// Every live hold of the client, by lock key.
+#[derive(Default)]
+pub(crate) struct Holds {
+    by_key: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+}
+
+impl Holds {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Hold>>>> {
+        self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The live hold of `key` that `owner` has, or that `task` may re-enter.
+    pub(crate) fn find(
+        &self,
+        key: &str,
+        owner: Option<OwnerId>,
+        task: TaskKey,
+    ) -> Option<Arc<Hold>> {
+        let map = self.map();
+        map.get(key)?
+            .iter()
+            .find(|h| match owner {
+                Some(owner) => h.owner == owner,
+                None => h.task == Some(task),
+            })
+            .cloned()
+    }
+
+    /// Registers a guard of `hold`: the existing hold of the same key and owner if there is
+    /// one (re-entry), else `hold` itself. Returns the hold the guard belongs to.
+    pub(crate) fn attach(&self, hold: Hold) -> Arc<Hold> {
+        let mut map = self.map();
+        let holds = map.entry(hold.key().to_owned()).or_default();
+        let hold = match holds.iter().find(|h| h.owner == hold.owner && h.is_held()) {
+            Some(existing) => Arc::clone(existing),
+            None => {
+                let hold = Arc::new(hold);
+                hold.meter.start();
+                holds.push(Arc::clone(&hold));
+                hold
+            }
+        };
+        hold.add_guard();
+        hold
+    }
+
+    /// Adds a guard to a hold found by [`Holds::find`] (re-entry).
+    pub(crate) fn reattach(&self, hold: &Arc<Hold>) -> bool {
+        let map = self.map();
+        let present = map
+            .get(hold.key())
+            .is_some_and(|holds| holds.iter().any(|h| Arc::ptr_eq(h, hold)));
+        if present {
+            hold.add_guard();
+        }
+        present
+    }
+
+    /// Drops one guard of `hold`; when it was the last, forgets the hold and stops its
+    /// renewal before returning. Returns true when it was the last guard.
+    pub(crate) fn detach(&self, hold: &Arc<Hold>) -> bool {
+        let mut map = self.map();
+        if !hold.remove_guard() {
+            return false;
+        }
+        hold.stop_renewing();
+        if let Some(holds) = map.get_mut(hold.key()) {
+            holds.retain(|h| !Arc::ptr_eq(h, hold));
+            if holds.is_empty() {
+                map.remove(hold.key());
+            }
+        }
+        true
+    }
+
+    /// Number of live holds (for tests and inspection).
+    pub(crate) fn len(&self) -> usize {
+        self.map().values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::Hold;
+    use crate::api::fencing::FencingToken;
+    use crate::observe::metrics::Kind;
+    use crate::observe::probe::Classes;
+    use crate::redis::ids::OwnerId;
+    use crate::redis::keys::Keys;
+
+    /// A hold with its deadline `deadline` from now, and a task waiting in `lost()`.
+    async fn waited_on(deadline: Duration) -> (Arc<Hold>, tokio::task::JoinHandle<()>) {
+        let probe = Classes::default().probe(Kind::Lock, &Arc::from("l"));
+        let hold = Arc::new(Hold::new(
+            &probe,
+            Keys::new("", "l").expect("valid name"),
+            OwnerId::random(),
+            FencingToken::new(1),
+            None,
+            Instant::now() + deadline,
+        ));
+        let waiter = tokio::spawn({
+            let hold = Arc::clone(&hold);
+            async move { hold.lost().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (hold, waiter)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lost_resolves_at_a_silently_extended_deadline() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(10)).await;
+        hold.extend(start + Duration::from_secs(20));
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(20));
+        assert!(!hold.is_held());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_earlier_deadline_wakes_lost() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(30)).await;
+        hold.extend(start + Duration::from_secs(5));
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,43 @@
+//! The typed call of the fenced write (`lua/fenced_set.lua`).
+
+use redis::{ParsingError, Value};
+
+use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, unexpected, unsigned};
+use crate::api::fencing::{FencedWrite, FencingToken};
+
+impl redis::FromRedisValue for FencedWrite {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        const SCRIPT: &str = "fenced_set";
+        match *Ints::parse(&value, SCRIPT)?.as_slice() {
+            [1, _] => Ok(Self::Accepted),
+            [0, highest] => Ok(Self::Refused {
+                highest: FencingToken::new(unsigned(SCRIPT, highest)?),
+            }),
+            _ => Err(unexpected(SCRIPT, &value)),
+        }
+    }
+}
+
+/// `fenced_set.lua`: stores `value` unless a newer token has written.
+pub(crate) struct FencedSet<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) value: &'a [u8],
+    pub(crate) token: FencingToken,
+}
+
+impl ScriptCall for FencedSet<'_> {
+    type Reply = FencedWrite;
+
+    fn script(&self) -> &'static LuaScript {
+        &SCRIPTS.fenced_set
+    }
+
+    fn fill(&self, call: &mut Invocation) {
+        call.key(self.key).arg(self.value).arg(self.token.get());
+    }
+
+    /// A repeat by the same token writes the same value again.
+    fn idempotent(&self) -> bool {
+        true
+    }
+}
