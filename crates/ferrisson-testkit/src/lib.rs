@@ -1,11 +1,12 @@
 //! Test kit for ferrisson: starts real `redis-server` processes on free ports, each in a
-//! private temporary directory, and kills them on drop.
+//! private temporary directory, and kills them on drop: single servers, Redis Clusters
+//! ([`RedisCluster`]) and Sentinel groups ([`SentinelGroup`]).
 //!
 //! Every integration test of the project starts its own server(s) through this crate;
 //! none touches the system Redis on port 6379.
 //!
 //! The binary is `redis-server` from `PATH`, or the path in the `FERRISSON_REDIS_SERVER`
-//! environment variable.
+//! environment variable; clusters are created with `redis-cli` (`FERRISSON_REDIS_CLI`).
 //!
 //! ```no_run
 //! let server = ferrisson_testkit::RedisServer::start().expect("redis-server");
@@ -15,11 +16,25 @@
 //! ```
 
 mod clock;
+mod cluster;
+mod cluster_view;
 mod memory;
 mod proxy;
+mod resp;
+mod sentinel;
 mod server;
+mod slot;
+mod slot_migration;
+mod tls;
+mod wait;
 
 pub use clock::ClockShift;
+pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
 pub use memory::FullMemory;
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
+pub use resp::Reply;
+pub use sentinel::{SentinelBuilder, SentinelGroup};
 pub use server::{RedisServer, redis_server_binary};
+pub use slot::{CLUSTER_SLOTS, key_slot};
+pub use slot_migration::SlotMigration;
+pub use tls::{ClientAuth, TestCertificates, TlsRedisServer, unrelated_ca_pem};

@@ -1,11 +1,11 @@
 //! One `redis-server` process owned by a test.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::ClockShift;
+use crate::resp::{self, Reply};
 
 /// How long a fresh server may take to answer its first `PING`.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
@@ -34,7 +35,11 @@ pub struct RedisServer {
     dir: TempDir,
     extra_args: Vec<String>,
     env: Vec<(OsString, OsString)>,
+    /// A configuration file in `dir`, given first on the command line (sentinels need one
+    /// they can rewrite).
+    config_file: Option<PathBuf>,
     child: Option<Child>,
+    paused: AtomicBool,
 }
 
 impl RedisServer {
@@ -68,22 +73,46 @@ impl RedisServer {
         Self::start_with_env(args, clock.env())
     }
 
+    /// Starts a server from a configuration file with `config` as its first content,
+    /// then `args` (a sentinel: `config` monitors a master, `args` is `["--sentinel"]`).
+    pub(crate) fn start_with_config(config: &str, args: &[&str]) -> io::Result<Self> {
+        Self::start_from(Some(config), args, Vec::new())
+    }
+
     fn start_with_env(args: &[&str], env: Vec<(OsString, OsString)>) -> io::Result<Self> {
+        Self::start_from(None, args, env)
+    }
+
+    fn start_from(
+        config: Option<&str>,
+        args: &[&str],
+        env: Vec<(OsString, OsString)>,
+    ) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("ferrisson-redis-")
             .tempdir()?;
+        let config_file = match config {
+            Some(config) => {
+                let path = dir.path().join("redis.conf");
+                std::fs::write(&path, config)?;
+                Some(path)
+            }
+            None => None,
+        };
         let extra_args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
-            match spawn_and_wait(port, dir.path(), &extra_args, &env) {
+            match spawn_and_wait(port, dir.path(), config_file.as_deref(), &extra_args, &env) {
                 Ok(child) => {
                     return Ok(Self {
                         port,
                         dir,
                         extra_args,
                         env,
+                        config_file,
                         child: Some(child),
+                        paused: AtomicBool::new(false),
                     });
                 }
                 Err(e) => last_error = Some(e),
@@ -112,13 +141,25 @@ impl RedisServer {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the process runs (started and not killed; it may be paused).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Whether the server is frozen by [`RedisServer::pause`] and not resumed yet.
+    pub fn is_paused(&self) -> bool {
+        self.is_running() && self.paused.load(Ordering::Relaxed)
+    }
+
     /// Freezes the server with SIGSTOP: connections stay open, nothing is answered.
     ///
     /// # Errors
     ///
     /// When the server is not running or the signal could not be sent.
     pub fn pause(&self) -> io::Result<()> {
-        self.signal(Signal::SIGSTOP)
+        self.signal(Signal::SIGSTOP)?;
+        self.paused.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Resumes a server frozen by [`RedisServer::pause`] (SIGCONT).
@@ -127,7 +168,9 @@ impl RedisServer {
     ///
     /// When the server is not running or the signal could not be sent.
     pub fn resume(&self) -> io::Result<()> {
-        self.signal(Signal::SIGCONT)
+        self.signal(Signal::SIGCONT)?;
+        self.paused.store(false, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Kills the server with SIGKILL and reaps it; it loses everything in memory.
@@ -141,6 +184,7 @@ impl RedisServer {
             child.kill()?;
             child.wait()?;
         }
+        self.paused.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -153,7 +197,14 @@ impl RedisServer {
         self.kill()?;
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
-            match spawn_and_wait(self.port, self.dir.path(), &self.extra_args, &self.env) {
+            let config_file = self.config_file.as_deref();
+            match spawn_and_wait(
+                self.port,
+                self.dir(),
+                config_file,
+                &self.extra_args,
+                &self.env,
+            ) {
                 Ok(child) => {
                     self.child = Some(child);
                     return Ok(());
@@ -176,7 +227,16 @@ impl RedisServer {
     ///
     /// When the server cannot be reached.
     pub fn command(&self, args: &[&str]) -> io::Result<String> {
-        command(self.port, args)
+        self.query(args)?.into_line()
+    }
+
+    /// Sends one command over a fresh connection and returns the whole reply.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or does not reply within 5 seconds.
+    pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<Reply> {
+        resp::query(self.port, args)
     }
 
     /// `used_memory` from `INFO memory`, in bytes.
@@ -207,7 +267,7 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(listener.local_addr()?.port())
 }
@@ -215,11 +275,13 @@ fn free_port() -> io::Result<u16> {
 fn spawn_and_wait(
     port: u16,
     dir: &Path,
+    config_file: Option<&Path>,
     extra_args: &[String],
     env: &[(OsString, OsString)],
 ) -> io::Result<Child> {
     let binary = redis_server_binary();
     let mut child = Command::new(&binary)
+        .args(config_file)
         .arg("--port")
         .arg(port.to_string())
         .args(["--bind", "127.0.0.1"])
@@ -251,7 +313,7 @@ fn spawn_and_wait(
                 "redis-server on port {port} exited with {status}: {tail}"
             )));
         }
-        if command(port, &["PING"]).is_ok_and(|reply| reply == "+PONG") {
+        if resp::query(port, &["PING"]).is_ok_and(|reply| reply.text() == Some("PONG")) {
             return Ok(child);
         }
         if Instant::now() >= deadline {
@@ -264,29 +326,4 @@ fn spawn_and_wait(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Sends one RESP command and returns the first reply line (bulk replies: their payload).
-fn command(port: u16, args: &[&str]) -> io::Result<String> {
-    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut request = format!("*{}\r\n", args.len());
-    for arg in args {
-        let _ = write!(request, "${}\r\n{arg}\r\n", arg.len());
-    }
-    stream.write_all(request.as_bytes())?;
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let line = line.trim_end().to_owned();
-    if let Some(len) = line.strip_prefix('$') {
-        let Ok(len) = len.parse::<usize>() else {
-            return Ok(line); // $-1: nil
-        };
-        let mut payload = vec![0; len + 2];
-        reader.read_exact(&mut payload)?;
-        payload.truncate(len);
-        return String::from_utf8(payload).map_err(io::Error::other);
-    }
-    Ok(line)
 }
