@@ -35,7 +35,9 @@ pub struct Counters {
     pub token_regressions: u64,
     /// Successful releases while a later grant of another client was live.
     pub foreign_releases: u64,
-    /// Renewals (deadline moved forward) after another client was granted the lock.
+    /// Renewals (deadline moved forward) after another client was granted the lock (a
+    /// grant whose reply came after its own deadline does not count: the server granted
+    /// it earlier).
     pub foreign_renewals: u64,
     /// Renewals seen after the guard had reported the lock lost or not held.
     pub renewals_after_loss: u64,
@@ -94,6 +96,8 @@ struct Grant {
     ended_at: Option<Duration>,
     /// When the release was sent.
     release_sent: Option<Duration>,
+    /// Its reply arrived at or after its own deadline: it never believed anything.
+    void: bool,
 }
 
 impl Grant {
@@ -112,7 +116,7 @@ impl Grant {
 /// let ms = Duration::from_millis;
 /// let ok = |client, at, token| Event {
 ///     at: ms(at), client, grant: 0,
-///     kind: EventKind::AcquireOk { token, deadline: ms(at + 100) },
+///     kind: EventKind::AcquireOk { token: Some(token), deadline: ms(at + 100) },
 /// };
 /// // Two clients each believing they hold the lock at 50..100 ms.
 /// let counters = check(&[ok(0, 0, 1), ok(1, 50, 2)]);
@@ -127,17 +131,19 @@ pub fn check(events: &[Event]) -> Counters {
     // Grants in the order they were handed out.
     let mut order: Vec<(usize, usize)> = Vec::new();
     let mut inside: Vec<usize> = Vec::new();
-    let mut max_token = 0u64;
+    let mut max_token: Option<u64> = None;
     let mut entries: Vec<(usize, Duration)> = Vec::new();
 
     for e in &events {
         let id = (e.client, e.grant);
-        // Another client's grant handed out after this grant, before now.
+        // Another client's grant handed out after this grant, before now. A void grant
+        // does not count: the server granted it before its reply, which arrived after
+        // its deadline, so its reply time says nothing about who came later.
         let later_grant = |grants: &HashMap<(usize, usize), Grant>| {
             grants.get(&id).is_some_and(|g| {
                 order.iter().any(|other| {
                     grants.get(other).is_some_and(|h| {
-                        h.client != e.client && h.ok_at > g.ok_at && h.ok_at <= e.at
+                        h.client != e.client && h.ok_at > g.ok_at && h.ok_at <= e.at && !h.void
                     })
                 })
             })
@@ -153,12 +159,15 @@ pub fn check(events: &[Event]) -> Counters {
             }
             EventKind::AcquireOk { token, deadline } => {
                 c.acquires_ok += 1;
-                // A grant whose reply came after its own deadline is void, not a regression.
-                if *token > 0 && *deadline > e.at {
-                    if *token <= max_token {
+                // A grant whose reply came after its own deadline is void, not a
+                // regression; a hold with no token has nothing to compare.
+                if let Some(token) = *token
+                    && *deadline > e.at
+                {
+                    if max_token.is_some_and(|max| token <= max) {
                         c.token_regressions += 1;
                     }
-                    max_token = max_token.max(*token);
+                    max_token = max_token.max(Some(token));
                 }
                 grants.insert(
                     id,
@@ -168,6 +177,7 @@ pub fn check(events: &[Event]) -> Counters {
                         deadline: *deadline,
                         ended_at: None,
                         release_sent: None,
+                        void: *deadline <= e.at,
                     },
                 );
                 order.push(id);
@@ -294,6 +304,10 @@ mod tests {
     }
 
     fn ok(at: u64, client: usize, token: u64, deadline: u64) -> Event {
+        granted(at, client, Some(token), deadline)
+    }
+
+    fn granted(at: u64, client: usize, token: Option<u64>, deadline: u64) -> Event {
         ev(
             at,
             client,
@@ -328,7 +342,7 @@ mod tests {
         vec![
             ev(0, 0, EventKind::AcquireInvoked),
             ok(1, 0, 1, 101),
-            ev(2, 0, EventKind::Enter { token: 1 }),
+            ev(2, 0, EventKind::Enter { token: Some(1) }),
             belief(40, 0, true, 140),
             write(50, 0, 1, true),
             ev(60, 0, EventKind::Exit),
@@ -336,7 +350,7 @@ mod tests {
             released(91, 0, ReleaseOutcome::Ok),
             ev(10, 1, EventKind::AcquireInvoked),
             ok(120, 1, 2, 220),
-            ev(121, 1, EventKind::Enter { token: 2 }),
+            ev(121, 1, EventKind::Enter { token: Some(2) }),
             write(130, 1, 2, true),
             ev(131, 1, EventKind::Exit),
             ev(140, 1, EventKind::ReleaseInvoked),
@@ -362,7 +376,7 @@ mod tests {
     #[test]
     fn overlapping_sections_are_counted() {
         let mut h = clean();
-        h.push(ev(125, 0, EventKind::Enter { token: 1 }));
+        h.push(ev(125, 0, EventKind::Enter { token: Some(1) }));
         h.push(ev(126, 0, EventKind::Exit));
         assert_eq!(check(&h).overlapping_sections, 1);
     }
@@ -418,9 +432,20 @@ mod tests {
         let c = check(&h);
         assert_eq!(c.token_regressions, 1);
         assert_eq!(c.fresh_writes_refused, 1);
-        // Tokens of 0 (no fencing) are not compared.
+        // Holds without a token (readers, permits) are not compared, with each other or
+        // with the tokens around them.
+        let h = vec![
+            ok(1, 0, 3, 101),
+            granted(200, 1, None, 300),
+            granted(400, 0, None, 500),
+            ok(600, 1, 4, 700),
+        ];
+        let c = check(&h);
+        assert_eq!(c.token_regressions, 0);
+        assert_eq!(c.acquires_ok, 4);
+        // A first token of 0 is a token like any other.
         let h = vec![ok(1, 0, 0, 101), ok(200, 1, 0, 300)];
-        assert_eq!(check(&h).token_regressions, 0);
+        assert_eq!(check(&h).token_regressions, 1);
     }
 
     #[test]
@@ -463,6 +488,28 @@ mod tests {
         assert_eq!(c.foreign_renewals, 1);
         assert_eq!(c.library_violations(), 2);
         assert_eq!(c.double_grants, 0, "a loss ends the belief for good");
+    }
+
+    /// A's grant ran on the server first, its reply arrived after its deadline, while B
+    /// held and renewed: B's renewal after A's reply touched nobody else's lock.
+    #[test]
+    fn a_void_grant_makes_no_later_renewal_foreign() {
+        let h = vec![
+            ok(300, 1, 2, 600),
+            ok(450, 0, 1, 450),
+            belief(451, 0, false, 450),
+            belief(452, 1, true, 700),
+        ];
+        let c = check(&h);
+        assert_eq!(c.foreign_renewals, 0);
+        assert_eq!(c.double_grants, 0);
+        // The same renewal after a live grant of A's is foreign.
+        let h = vec![
+            ok(300, 1, 2, 600),
+            ok(450, 0, 3, 750),
+            belief(452, 1, true, 700),
+        ];
+        assert_eq!(check(&h).foreign_renewals, 1);
     }
 
     #[test]

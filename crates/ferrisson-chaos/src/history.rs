@@ -11,11 +11,11 @@ use serde::Serialize;
 pub enum EventKind {
     /// An acquire call started.
     AcquireInvoked,
-    /// An acquire returned a guard with this fencing token (0 when the lock has none)
-    /// and this validity deadline.
+    /// An acquire returned a guard with this fencing token and this validity deadline.
     AcquireOk {
-        /// The grant's fencing token.
-        token: u64,
+        /// The grant's fencing token; `None` for a hold that has none (the read side of
+        /// an `RwLock`, an `ExpirablePermit`, a `Redlock` guard).
+        token: Option<u64>,
         /// The guard's own deadline when it was handed out.
         deadline: Duration,
     },
@@ -44,8 +44,9 @@ pub enum EventKind {
     /// The protected resource saw this client enter its critical section, with its
     /// token (every access carries the token, so fencing sees it from the start).
     Enter {
-        /// The holder's fencing token.
-        token: u64,
+        /// The holder's fencing token; `None` for a hold that has none (a reader), which
+        /// the resource cannot fence by.
+        token: Option<u64>,
     },
     /// The protected resource saw this client leave.
     Exit,

@@ -9,7 +9,7 @@
 //!   deadline and keys left behind.
 //! - [`Scenario`] and [`run`]: each fault injected against real `redis-server`
 //!   processes through a [`ferrisson_testkit::FaultProxy`], with its expected result
-//!   checked.
+//!   checked; [`table`] and [`summary`] put the reports in words.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -19,20 +19,89 @@
 //! assert!(report.passed, "{:?}", report.failures);
 //! # Ok(()) }
 //! ```
+//!
+//! # Layout
+//!
+//! Imports point one way: the evidence (`history`, `resource`, `checker`) imports
+//! nothing of the scenarios; the harness (`harness/`) imports the evidence; each
+//! scenario module (`scenarios/*.rs`) imports the harness and the evidence, never
+//! another scenario module; the registry (`scenarios/mod.rs`: [`Scenario`] and [`run`])
+//! is the one module that imports every scenario module.
+//!
+//! - `harness/config.rs`: [`Config`], [`HolderCommand`].
+//! - `harness/scenario.rs`: the `FaultScenario` trait a scenario module implements, the
+//!   `Setup` it starts once per run, the `Iteration` it is handed (the lock name, the
+//!   history, client A's and B's recorders), and the loop that runs, checks and sums the
+//!   iterations.
+//! - `harness/expectations.rs`: `Expectations`, what every scenario must show, which a
+//!   scenario adds its own to.
+//! - `harness/record.rs`: the recorded steps — `acquire` (any
+//!   [`ferrisson::DistributedLock`]), `acquire_with` (any acquire call), `try_acquire`,
+//!   `granted`, `belief`, `watch`, `release`, `critical_section`, `act_on_stale_check`,
+//!   `keys_left`.
+//! - `harness/hold.rs`: `ObservedHold`, what the recorder reads of a hold: every
+//!   [`ferrisson::Guard`] as it is, and adapters for the three holds without a fencing
+//!   token (`TokenlessRead`, `TokenlessPermit`, `TokenlessRedlock`), recorded with no
+//!   token rather than an invented one.
+//! - `harness/setups.rs`: what a scenario module starts once per run — nothing, one
+//!   server with a fault proxy per client (`SingleServer`), a
+//!   [`RedisCluster`](ferrisson_testkit::RedisCluster) or a
+//!   [`SentinelGroup`](ferrisson_testkit::SentinelGroup).
+//! - `harness/clients.rs`, `harness/holder_process.rs`, `harness/poll.rs`: clients with
+//!   the run's lease, the holder run as a process of its own, waiting for a server
+//!   state.
+//!
+//! # Adding a scenario
+//!
+//! A scenario is one module in `src/scenarios/` and one entry in the registry. For one
+//! that runs against a Redis Cluster or a Sentinel group of the test kit:
+//!
+//! 1. Create `src/scenarios/cluster_failover.rs` with a type implementing
+//!    `harness::scenario::FaultScenario` (an enum when several scenarios share the
+//!    set-up, a unit struct for one):
+//!    - `type Setup = ferrisson_testkit::RedisCluster` (or `SentinelGroup`; both
+//!      implement `harness::scenario::Setup` in `harness/setups.rs`; a set-up of another
+//!      shape implements it in the module). It is started once per run and handed to
+//!      every iteration as `&mut`, so an iteration can kill, pause, fail over or restart
+//!      nodes (`nodes_mut()`, `failover`, `restart_node`); it must leave the topology
+//!      whole for the next one (`wait_until_ok`);
+//!    - `run_once`: connect with `harness::clients::connect(&cluster.url(), lease)` (the
+//!      topology's URL), take the lock with `harness::record::acquire(&it.a, 0, &lock,
+//!      wait)` (any [`ferrisson::DistributedLock`]), and record every step through
+//!      `harness::record` into `it.a` / `it.b` (client A, the holder the fault hits;
+//!      client B, the contender) under the iteration's fresh lock name `it.name`; end
+//!      with `harness::record::keys_left` once the fault is healed;
+//!    - `is_documented_unsafe` when the scenario must show double grants, and `expect`
+//!      for its own expected results, stated before the run (what every scenario must
+//!      show is checked without it).
+//! 2. Declare the module in `src/scenarios/mod.rs` (`mod cluster_failover;`) and add its
+//!    entry to the `registry!` there:
+//!
+//!    ```text
+//!    /// A cluster master killed while a lock on one of its slots is held and renewed.
+//!    ClusterMasterFailover {
+//!        name: "cluster-master-failover",
+//!        fault: "cluster master of the lock's slot killed, its replica promoted",
+//!        runs: cluster_failover::ClusterFailover::MasterKilled,
+//!    },
+//!    ```
+//!
+//!    [`Scenario::ALL`], [`Scenario::name`], the command line's list of scenarios and
+//!    the dispatch in [`run`] follow from that entry.
+//! 3. Add a test to `tests/faults.rs` (3 iterations), and the scenario's row and expected
+//!    results to `docs/SAFETY.md`.
 
 mod checker;
-mod clock_scenarios;
-mod guard;
+mod harness;
 mod history;
-mod holder_process;
-mod memory_scenarios;
-mod primitive_scenarios;
-mod redlock_scenarios;
+mod report;
 mod resource;
 mod scenarios;
 
 pub use checker::{Counters, check};
+pub use harness::config::{Config, HolderCommand};
+pub use harness::holder_process::{HOLDER_ENV, run_killable_holder};
 pub use history::{Event, EventKind, History, Recorder, ReleaseOutcome};
-pub use holder_process::{HOLDER_ENV, HolderCommand, run_killable_holder};
+pub use report::{summary, table};
 pub use resource::Resource;
-pub use scenarios::{Config, Scenario, ScenarioReport, run, table};
+pub use scenarios::{Scenario, ScenarioReport, run};

@@ -17,6 +17,7 @@ use crate::history::{EventKind, Recorder};
 ///
 /// let history = History::new();
 /// let resource = Resource::default();
+/// resource.enter(&history.recorder(1), 0, None); // a reader: fences nobody off
 /// assert!(resource.write(&history.recorder(0), 0, 5));
 /// assert!(!resource.write(&history.recorder(1), 0, 4)); // older token: refused
 /// ```
@@ -27,10 +28,13 @@ pub struct Resource {
 
 impl Resource {
     /// The client enters its critical section, presenting its token: a higher token
-    /// fences off every older holder from now on.
-    pub fn enter(&self, recorder: &Recorder, grant: usize, token: u64) {
+    /// fences off every older holder from now on. A client with no token (a reader)
+    /// enters without fencing anyone off.
+    pub fn enter(&self, recorder: &Recorder, grant: usize, token: Option<u64>) {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        if last.is_none_or(|(max, _)| token > max) {
+        if let Some(token) = token
+            && last.is_none_or(|(max, _)| token > max)
+        {
             *last = Some((token, recorder.client()));
         }
         recorder.record(grant, EventKind::Enter { token });

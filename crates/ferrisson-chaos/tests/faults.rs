@@ -132,10 +132,11 @@ async fn redis_client_paused() {
 async fn lagging_replica_promoted_is_unsafe_as_documented() {
     let r = small(Scenario::LaggingReplicaPromoted).await;
     assert!(r.documented_unsafe);
-    // The replica never has A's lock, so B's token repeats A's every time. Whether A
+    // The replica never has A's lock, nor the fencing floor A's token raised; its token
+    // is its clock (the same machine's), so B's token is still above A's. Whether A
     // still believes it holds when B is granted depends on the failover taking less than
     // A's remaining lease, which a loaded machine can miss (99 of 100 in docs/SAFETY.md).
-    assert_eq!(r.counters.token_regressions, u64::from(ITERATIONS));
+    assert_eq!(r.counters.token_regressions, 0, "{:?}", r.counters);
     assert!(r.counters.double_grants >= 1, "{:?}", r.counters);
 }
 

@@ -5,20 +5,22 @@
 //! Each iteration runs its own `redis-server`, since both scenarios leave the server's
 //! memory settings and contents in a state no other scenario should inherit.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use ferrisson::{Client, LockGuard};
 use ferrisson_testkit::{FullMemory, RedisServer};
 
 use crate::checker::Counters;
-use crate::history::{EventKind, History, Recorder};
-use crate::resource::Resource;
-use crate::scenarios::{
-    Config, Scenario, acquire, connect, critical_section, granted, keys_left, rec_belief, release,
-    watch,
+use crate::harness::clients::connect;
+use crate::harness::config::Config;
+use crate::harness::expectations::Expectations;
+use crate::harness::record::{
+    acquire, belief, critical_section, enter_checked, keys_left, release, token, try_acquire,
+    watch, write_with_token,
 };
+use crate::harness::scenario::{FaultScenario, Iteration};
+use crate::history::EventKind;
+use crate::resource::Resource;
 
 /// One junk value. Large, so that a few of them fill the server and each eviction
 /// frees enough room to stop the eviction loop: the small keys (the lock and its fencing
@@ -36,52 +38,69 @@ const MAX_JUNK_KEYS: usize = 10_000;
 const EVICTED_AFTER: &str = "fill_until_lock_evicted";
 const ACQUIRE_AFTER_FREED: &str = "acquire_after_memory_freed";
 
-pub(crate) async fn run_once(
-    scenario: Scenario,
-    config: &Config,
-    history: &History,
-    name: &str,
-) -> anyhow::Result<()> {
-    match scenario {
-        Scenario::KeyEvicted => key_evicted(config, history, name).await,
-        Scenario::MemoryFull => memory_full(config, history, name).await,
-        other => bail!("{} is not a memory scenario", other.name()),
-    }
+/// The scenarios of this module: what the server does when memory runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemoryPressure {
+    /// `allkeys-random` eviction drops the held lock's key.
+    KeyEvicted,
+    /// `noeviction`: writes refused, the lock kept.
+    MemoryFull,
 }
 
-/// Scenario-specific expected results, added to `failures`.
-pub(crate) fn expectations(scenario: Scenario, c: &Counters, failures: &mut Vec<String>) {
-    match scenario {
-        // Each iteration grants A and B once; A's renewal finds its key gone, so the
-        // lost-lock signal must fire for A, and only for A, every time.
-        Scenario::KeyEvicted if c.lost_signals * 2 != c.acquires_ok => {
-            failures.push(format!(
-                "lost signals = {}, expected one per iteration (half the {} grants): \
-                 the holder whose key was evicted must be told",
-                c.lost_signals, c.acquires_ok
-            ));
+impl FaultScenario for MemoryPressure {
+    /// A server per iteration (see the module's notes).
+    type Setup = ();
+
+    fn is_documented_unsafe(self) -> bool {
+        self == Self::KeyEvicted
+    }
+
+    async fn run_once(
+        self,
+        config: &Config,
+        _shared: &mut (),
+        it: &Iteration,
+    ) -> anyhow::Result<()> {
+        match self {
+            Self::KeyEvicted => key_evicted(config, it).await,
+            Self::MemoryFull => memory_full(config, it).await,
         }
-        Scenario::MemoryFull => {
-            // The renewal and the release scripts are flagged `allow-oom` (and create
-            // no key), so the holder must not lose its lock to a full memory.
-            if c.lost_signals != 0 {
-                failures.push(format!(
-                    "lost signals = {}, expected 0: the holder must keep renewing while \
-                     memory is full",
-                    c.lost_signals
+    }
+
+    fn expect(self, _config: &Config, c: &Counters, expect: &mut Expectations) {
+        match self {
+            // Each iteration grants A and B once; A's renewal finds its key gone, so the
+            // lost-lock signal must fire for A, and only for A, every time.
+            Self::KeyEvicted if c.lost_signals * 2 != c.acquires_ok => {
+                expect.fail(format!(
+                    "lost signals = {}, expected one per iteration (half the {} grants): \
+                     the holder whose key was evicted must be told",
+                    c.lost_signals, c.acquires_ok
                 ));
             }
-            // Per iteration: A granted, B refused while A holds, B refused while memory
-            // is full (the acquire creates keys), B granted once the junk is gone.
-            if c.acquires_ok != c.acquires_failed {
-                failures.push(format!(
-                    "{} grants and {} refusals, expected as many of each (A; B after the \
-                     memory was freed / B while A held; B while memory was full)",
-                    c.acquires_ok, c.acquires_failed
-                ));
+            Self::KeyEvicted => {}
+            Self::MemoryFull => {
+                // The renewal and the release scripts are flagged `allow-oom` (and create
+                // no key), so the holder must not lose its lock to a full memory.
+                if c.lost_signals != 0 {
+                    expect.fail(format!(
+                        "lost signals = {}, expected 0: the holder must keep renewing while \
+                         memory is full",
+                        c.lost_signals
+                    ));
+                }
+                // Per iteration: A granted, B refused while A holds, B refused while
+                // memory is full (the acquire creates keys), B granted once the junk is
+                // gone.
+                if c.acquires_ok != c.acquires_failed {
+                    expect.fail(format!(
+                        "{} grants and {} refusals, expected as many of each (A; B after the \
+                         memory was freed / B while A held; B while memory was full)",
+                        c.acquires_ok, c.acquires_failed
+                    ));
+                }
             }
         }
-        _ => {}
     }
 }
 
@@ -126,39 +145,13 @@ impl<'a> Junk<'a> {
     }
 }
 
-/// One non-waiting acquire by `rec`, recorded: a grant, `held`, or Redis's error.
-async fn try_acquire(
-    rec: &Recorder,
-    grant: usize,
-    client: &Client,
-    name: &str,
-) -> anyhow::Result<Option<LockGuard>> {
-    rec.record(grant, EventKind::AcquireInvoked);
-    let reason = match client.lock(name)?.try_lock().await {
-        Ok(Some(guard)) => {
-            granted(rec, grant, &guard);
-            return Ok(Some(guard));
-        }
-        Ok(None) => "held".to_owned(),
-        // The record must say *why* (an OOM refusal), which ferrisson's error keeps in
-        // its source, not in its own message.
-        Err(e) => match std::error::Error::source(&e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        },
-    };
-    rec.record(grant, EventKind::AcquireFailed { reason });
-    Ok(None)
-}
-
 /// A holds the lock; junk is written until an `allkeys-random` eviction removes the lock
 /// key; the pressure passes (junk deleted); B takes the lock while A still believes it
 /// holds it. A, well-behaved, checks `is_held()` before writing, writes with its token,
 /// and watches for a lease while B works.
-async fn key_evicted(config: &Config, history: &History, name: &str) -> anyhow::Result<()> {
-    let lease = config.lease;
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    let resource = Arc::new(Resource::default());
+async fn key_evicted(config: &Config, it: &Iteration) -> anyhow::Result<()> {
+    let (a, b, lease) = (&it.a, &it.b, config.lease);
+    let resource = Resource::default();
     // allkeys-random, not allkeys-lru: the watchdog touches the lock key every third of
     // a lease, so under LRU it goes only after keys idle for longer, and among keys
     // touched within the LRU clock's one-second resolution by sampling luck: whether
@@ -173,16 +166,15 @@ async fn key_evicted(config: &Config, history: &History, name: &str) -> anyhow::
         "allkeys-random",
     ])
     .context("redis-server")?;
-    let ca = connect(&server.url(), lease).await?;
+    let lock_a = connect(&server.url(), lease).await?.lock(&it.name)?;
     let cb = connect(&server.url(), lease).await?;
-    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+    let lock = cb.lock(&it.name)?;
+    let Some(guard) = acquire(a, 0, &lock_a, lease * 10).await else {
         bail!("A could not take the lock on an empty server");
     };
-    resource.enter(&a, 0, guard.fencing_token().get());
-    rec_belief(&a, &guard);
+    enter_checked(a, 0, &guard, &resource);
 
     let mut junk = Junk::new(&server);
-    let lock = cb.lock(name)?;
     let started = Instant::now();
     // Each command run above maxmemory first evicts random keys until memory fits, so
     // the EXISTS behind is_locked() sees what the previous SET pushed out.
@@ -207,71 +199,69 @@ async fn key_evicted(config: &Config, history: &History, name: &str) -> anyhow::
     // the run shows one eviction, not a cascade.
     junk.clear()?;
 
-    if let Some(gb) = acquire(&b, 0, &cb, name, lease * 10).await? {
-        let token_b = gb.fencing_token().get();
-        resource.enter(&b, 0, token_b);
+    if let Some(gb) = acquire(b, 0, &lock, lease * 10).await {
+        resource.enter(b, 0, token(&gb));
         // Nothing has told A yet: its next renewal is up to a third of a lease away.
-        rec_belief(&a, &guard);
+        belief(a, 0, &guard);
         if guard.is_held() {
-            resource.write(&a, 0, guard.fencing_token().get());
+            write_with_token(a, 0, &guard, &resource);
         }
         let b_section = async {
-            watch(&b, 0, &gb, lease / 4).await;
+            watch(b, 0, &gb, lease / 4).await;
             if gb.is_held() {
-                resource.write(&b, 0, token_b);
+                write_with_token(b, 0, &gb, &resource);
             }
-            resource.exit(&b, 0);
-            release(&b, 0, gb).await;
+            resource.exit(b, 0);
+            release(b, 0, gb).await;
         };
         // A's watchdog renewal finds the key gone or taken: the lost signal.
-        tokio::join!(b_section, watch(&a, 0, &guard, lease));
+        tokio::join!(b_section, watch(a, 0, &guard, lease));
     }
-    resource.exit(&a, 0);
-    release(&a, 0, guard).await;
-    keys_left(&b, &cb, name, lease).await
+    resource.exit(a, 0);
+    release(a, 0, guard).await;
+    keys_left(b, &cb, &it.name, lease).await
 }
 
 /// A holds the lock; the server under `noeviction` is filled past `maxmemory`; A must keep
 /// renewing for two leases, B must be refused; A releases; B's acquire under full memory
 /// is refused (OOM); the junk is deleted; B takes the lock.
-async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::Result<()> {
-    let lease = config.lease;
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    let resource = Arc::new(Resource::default());
+async fn memory_full(config: &Config, it: &Iteration) -> anyhow::Result<()> {
+    let (a, b, lease) = (&it.a, &it.b, config.lease);
+    let resource = Resource::default();
     let server = RedisServer::start_with_args(&["--maxmemory-policy", "noeviction"])
         .context("redis-server")?;
-    let ca = connect(&server.url(), lease).await?;
+    let lock_a = connect(&server.url(), lease).await?.lock(&it.name)?;
     let cb = connect(&server.url(), lease).await?;
-    let Some(guard) = acquire(&a, 0, &ca, name, lease * 10).await? else {
+    let lock_b = cb.lock(&it.name)?;
+    let Some(guard) = acquire(a, 0, &lock_a, lease * 10).await else {
         bail!("A could not take the lock on an empty server");
     };
-    let token_a = guard.fencing_token().get();
-    resource.enter(&a, 0, token_a);
+    resource.enter(a, 0, token(&guard));
 
     // Held full by a wide margin until the junk goes (see `FullMemory`).
     let memory = FullMemory::fill(&server)?;
 
     // Renewals every third of a lease, for two leases, all while memory is full.
-    watch(&a, 0, &guard, lease * 2).await;
-    if let Some(g) = try_acquire(&b, 0, &cb, name).await? {
+    watch(a, 0, &guard, lease * 2).await;
+    if let Some(g) = try_acquire(b, 0, &lock_b).await {
         // A double grant: the checker counts it.
-        release(&b, 0, g).await;
+        release(b, 0, g).await;
     }
     if guard.is_held() {
-        resource.write(&a, 0, token_a);
+        write_with_token(a, 0, &guard, &resource);
     }
-    resource.exit(&a, 0);
-    release(&a, 0, guard).await;
+    resource.exit(a, 0);
+    release(a, 0, guard).await;
 
     // The lock is free now, but a new hold needs new keys: the acquire script is not
     // flagged `allow-oom`, so Redis refuses it before it runs while memory is full.
-    if let Some(g) = try_acquire(&b, 1, &cb, name).await? {
-        critical_section(&b, 1, g, &resource, lease / 4).await;
+    if let Some(g) = try_acquire(b, 1, &lock_b).await {
+        critical_section(b, 1, g, &resource, lease / 4).await;
     }
 
     memory.free()?;
     let freed = Instant::now();
-    if let Some(g) = acquire(&b, 2, &cb, name, lease * 10).await? {
+    if let Some(g) = acquire(b, 2, &lock_b, lease * 10).await {
         b.record(
             2,
             EventKind::Measure {
@@ -279,7 +269,7 @@ async fn memory_full(config: &Config, history: &History, name: &str) -> anyhow::
                 millis: freed.elapsed().as_millis() as u64,
             },
         );
-        critical_section(&b, 2, g, &resource, lease / 4).await;
+        critical_section(b, 2, g, &resource, lease / 4).await;
     }
-    keys_left(&a, &cb, name, lease).await
+    keys_left(a, &cb, &it.name, lease).await
 }

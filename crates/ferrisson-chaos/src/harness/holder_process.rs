@@ -13,20 +13,19 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write as _};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use ferrisson::{Error, LockGuard};
+use ferrisson::LockGuard;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::history::{EventKind, History, Recorder, ReleaseOutcome};
-use crate::resource::Resource;
-use crate::scenarios::{Config, Env, REACQUIRE, acquire, connect, critical_section, release};
+use crate::harness::clients::connect;
+use crate::harness::config::Config;
+use crate::harness::record::outcome;
+use crate::history::{EventKind, Recorder, ReleaseOutcome};
 
 /// Environment variable that turns a process into the holder of the scenarios that need
 /// one in another process: `URL LOCK_NAME LEASE_MS`.
@@ -34,16 +33,6 @@ pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
 
 /// How long the holder may take to answer a line.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How to start a holder process: a program that calls [`run_killable_holder`] when
-/// [`HOLDER_ENV`] is set.
-#[derive(Debug, Clone)]
-pub struct HolderCommand {
-    /// The program.
-    pub program: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-}
 
 /// A running holder process that holds the lock: its stdin, its output lines and its
 /// grant (recorded in the history when it was spawned).
@@ -65,7 +54,7 @@ pub(crate) struct HolderEnd {
 
 /// The system-wide monotonic clock (`CLOCK_MONOTONIC`, the clock of `Instant` on
 /// Linux), readable in both processes: how a child's deadline lands on our clock.
-pub(crate) fn monotonic() -> anyhow::Result<Duration> {
+fn monotonic() -> anyhow::Result<Duration> {
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
     Ok(Duration::from(now))
 }
@@ -120,7 +109,13 @@ impl HolderProcess {
         let mut parts = line.split_whitespace().skip(1);
         let token: u64 = parts.next().context("token")?.parse()?;
         let deadline = on_history_clock(rec, parts.next().context("deadline")?)?;
-        rec.record(0, EventKind::AcquireOk { token, deadline });
+        rec.record(
+            0,
+            EventKind::AcquireOk {
+                token: Some(token),
+                deadline,
+            },
+        );
         let stdin = child.stdin.take();
         Ok(Self {
             child,
@@ -199,64 +194,6 @@ fn on_history_clock(rec: &Recorder, nanos: &str) -> anyhow::Result<Duration> {
     Ok((now + instant).saturating_sub(now_mono))
 }
 
-/// Starts a holder process, kills it with SIGKILL once it holds the lock, and measures
-/// how long until another client holds it.
-pub(crate) async fn holder_killed(
-    config: &Config,
-    env: &Env,
-    history: &History,
-    name: &str,
-) -> anyhow::Result<()> {
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    let holder = HolderProcess::spawn(config, &env.server.url(), name, &a, Vec::new())?;
-    holder.kill().await?;
-    let killed = Instant::now();
-    // A dead process believes nothing.
-    a.record(0, EventKind::Lost);
-    let client = connect(&env.server.url(), config.lease).await?;
-    if let Some(guard) = acquire(&b, 0, &client, name, config.lease * 10).await? {
-        b.record(
-            0,
-            EventKind::Measure {
-                name: REACQUIRE.into(),
-                millis: killed.elapsed().as_millis() as u64,
-            },
-        );
-        release(&b, 0, guard).await;
-    }
-    Ok(())
-}
-
-/// Freezes a holder process (SIGSTOP) for two leases while B takes the lock and writes;
-/// then resumes it. The holder reports its belief, writes with its old token (the
-/// resource judges it) and releases.
-pub(crate) async fn holder_paused(
-    config: &Config,
-    env: &Env,
-    history: &History,
-    name: &str,
-    resource: &Arc<Resource>,
-) -> anyhow::Result<()> {
-    let (a, b) = (history.recorder(0), history.recorder(1));
-    let holder = HolderProcess::spawn(config, &env.server.url(), name, &a, Vec::new())?;
-    resource.enter(&a, 0, holder.token);
-    kill(holder.pid()?, Signal::SIGSTOP)?;
-    let direct = connect(&env.server.url(), config.lease).await?;
-    if let Some(guard) = acquire(&b, 0, &direct, name, config.lease * 10).await? {
-        critical_section(&b, 0, guard, resource, config.lease / 4).await;
-    }
-    kill(holder.pid()?, Signal::SIGCONT)?;
-    let token = holder.token;
-    // The resumed process goes on with its critical section: a stale write.
-    holder
-        .finish(&a, |_| {
-            resource.write(&a, 0, token);
-            resource.exit(&a, 0);
-        })
-        .await?;
-    Ok(())
-}
-
 /// The holder process (see the module's protocol). Returns `Ok(false)` at once when
 /// [`HOLDER_ENV`] is not set.
 ///
@@ -297,11 +234,11 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
         deadline(&guard)?,
         unix_millis()?
     );
-    let outcome = match guard.unlock().await {
-        Ok(()) => "ok".to_owned(),
-        Err(Error::NotOwner { .. }) => "not-owner".to_owned(),
-        Err(Error::LeaseExpired { .. }) => "expired".to_owned(),
-        Err(e) => format!("error:{}", e.to_string().replace(' ', "_")),
+    let outcome = match outcome(guard.unlock().await) {
+        ReleaseOutcome::Ok => "ok".to_owned(),
+        ReleaseOutcome::NotOwner => "not-owner".to_owned(),
+        ReleaseOutcome::Expired => "expired".to_owned(),
+        ReleaseOutcome::Error(e) => format!("error:{}", e.replace(' ', "_")),
     };
     println!("holder-release {outcome}");
     Ok(true)

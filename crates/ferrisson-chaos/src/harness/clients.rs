@@ -1,0 +1,27 @@
+//! The scenarios' clients: the same lease everywhere, and how patient each one is.
+
+use std::time::Duration;
+
+use ferrisson::Client;
+
+/// A client with the run's watchdog lease that waits ten leases for a reply or a
+/// connection: patient enough to ride out every fault a scenario injects.
+pub(crate) async fn connect(url: &str, lease: Duration) -> anyhow::Result<Client> {
+    Ok(Client::builder(url)
+        .watchdog_lease(lease)
+        .response_timeout(lease * 10)
+        .connect_timeout(lease * 10)
+        .connect()
+        .await?)
+}
+
+/// A client that gives up on a call after one lease (for holders cut off by a fault).
+pub(crate) async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Result<Client> {
+    Ok(Client::builder(url)
+        .watchdog_lease(lease)
+        .response_timeout(lease)
+        .connect_timeout(lease)
+        .reconnect_retries(1)
+        .connect()
+        .await?)
+}

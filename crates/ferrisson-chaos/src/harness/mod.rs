@@ -1,0 +1,20 @@
+//! What every scenario module shares, and nothing any one of them owns: the run's
+//! [`config`], the [`scenario`] contract with its iteration loop, the
+//! [`expectations`] every scenario starts from, the clients ([`clients`]), the
+//! set-ups a scenario module can start once per run ([`setups`]), the view of a hold
+//! the recorder takes ([`hold`]), the recording steps ([`record`]) and the holder
+//! that runs as a process of its own ([`holder_process`]), and waiting for a state the
+//! server announces to nobody ([`poll`]).
+//!
+//! Nothing here imports a scenario module; scenario modules import from here, and the
+//! registry (`crate::scenarios`) imports them.
+
+pub(crate) mod clients;
+pub(crate) mod config;
+pub(crate) mod expectations;
+pub(crate) mod hold;
+pub(crate) mod holder_process;
+pub(crate) mod poll;
+pub(crate) mod record;
+pub(crate) mod scenario;
+pub(crate) mod setups;

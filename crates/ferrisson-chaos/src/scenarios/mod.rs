@@ -1,0 +1,313 @@
+//! The scenario registry: every fault scenario, listed once, and [`run`].
+//!
+//! Each module of this folder holds scenarios that share a set-up and implements
+//! [`FaultScenario`] for them; the `registry!` below names each scenario once, with its
+//! documentation, and is the only place that imports every scenario module. The crate
+//! documentation says how to add one.
+
+mod clock;
+mod holder_signals;
+mod lagging_replica;
+mod lock_calls;
+mod memory;
+mod primitive_blackholed;
+mod redlock;
+mod stalled_holder;
+
+use serde::Serialize;
+
+use crate::checker::Counters;
+use crate::harness::config::Config;
+use crate::harness::scenario::{FaultScenario, run_iterations};
+
+/// Declares [`Scenario`] from one table: a scenario a row, with its documentation, its
+/// command-line name, its fault in a few words, and the value of its module's
+/// [`FaultScenario`] type that runs it. The list, names, faults and dispatch follow.
+macro_rules! registry {
+    ($(
+        $(#[doc = $doc:literal])+
+        $variant:ident { name: $name:literal, fault: $fault:literal, runs: $runs:expr $(,)? },
+    )+) => {
+        /// A fault scenario. Serialized as its command-line [`name`](Scenario::name).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Scenario {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+
+        impl Scenario {
+            /// Every scenario, in report order.
+            pub const ALL: [Scenario; [$($name),+].len()] = [$(Scenario::$variant),+];
+
+            /// The command-line name, e.g. `holder-blackholed`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Scenario::$variant => $name,)+
+                }
+            }
+
+            /// The fault, in a few words.
+            pub fn fault(self) -> &'static str {
+                match self {
+                    $(Scenario::$variant => $fault,)+
+                }
+            }
+
+            /// Whether the scenario is a documented unsafe case: it must show double
+            /// grants.
+            pub fn is_documented_unsafe(self) -> bool {
+                match self {
+                    $(Scenario::$variant => FaultScenario::is_documented_unsafe($runs),)+
+                }
+            }
+
+            /// Runs every iteration: the summed counters and the expectations that did
+            /// not hold.
+            async fn run_iterations(
+                self,
+                config: &Config,
+            ) -> anyhow::Result<(Counters, Vec<String>)> {
+                match self {
+                    $(Scenario::$variant => run_iterations($runs, $name, config).await,)+
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    /// Every call of both clients delayed by 30–60 % of the lease (each way).
+    Latency {
+        name: "latency",
+        fault: "proxy latency 30-60% of the lease on every call, both clients",
+        runs: lock_calls::LockCallFault::Latency,
+    },
+    /// The acquire's reply held back past the lease, then delivered.
+    AcquireReplyDelayed {
+        name: "acquire-reply-delayed",
+        fault: "acquire reply held back for 1.5 leases",
+        runs: lock_calls::LockCallFault::AcquireReplyDelayed,
+    },
+    /// The holder's link blackholed for two leases after it checked `is_held()`.
+    HolderBlackholed {
+        name: "holder-blackholed",
+        fault: "holder's link blackholed for 2 leases",
+        runs: stalled_holder::Stall::HolderBlackholed,
+    },
+    /// The connection reset after the server ran the acquire, before its reply.
+    ResetDuringAcquire {
+        name: "reset-during-acquire",
+        fault: "TCP reset after the server ran the acquire",
+        runs: lock_calls::LockCallFault::ResetDuringAcquire,
+    },
+    /// The connection reset after the server ran the release, before its reply.
+    ResetDuringRelease {
+        name: "reset-during-release",
+        fault: "TCP reset after the server ran the release",
+        runs: lock_calls::LockCallFault::ResetDuringRelease,
+    },
+    /// The Redis server frozen (SIGSTOP) for two leases while the lock is held.
+    RedisPaused {
+        name: "redis-paused",
+        fault: "redis-server SIGSTOPped for 2 leases",
+        runs: stalled_holder::Stall::RedisPaused,
+    },
+    /// `SCRIPT FLUSH` while the lock is held and renewed.
+    ScriptFlush {
+        name: "script-flush",
+        fault: "SCRIPT FLUSH while held",
+        runs: lock_calls::LockCallFault::ScriptFlush,
+    },
+    /// The holder's tokio executor blocked (a `std::thread::sleep` on a
+    /// current-thread runtime) for two leases after it checked `is_held()`.
+    ExecutorStarved {
+        name: "executor-starved",
+        fault: "holder's current-thread runtime blocked for 2 leases",
+        runs: stalled_holder::Stall::ExecutorStarved,
+    },
+    /// A holder process killed with SIGKILL; the next acquire must come within the lease.
+    HolderKilled {
+        name: "holder-killed",
+        fault: "holder process SIGKILLed",
+        runs: holder_signals::HolderSignal::Killed,
+    },
+    /// A holder process frozen with SIGSTOP for two leases, then resumed: it must see
+    /// the lock lost, and its write with the old token must be refused.
+    HolderPaused {
+        name: "holder-paused",
+        fault: "holder process SIGSTOPped for 2 leases, then resumed",
+        runs: holder_signals::HolderSignal::Paused,
+    },
+    /// `CLIENT PAUSE ... ALL` on the server for two leases while the lock is held.
+    RedisClientPaused {
+        name: "redis-client-paused",
+        fault: "CLIENT PAUSE ALL for 2 leases",
+        runs: stalled_holder::Stall::RedisClientPaused,
+    },
+    /// The master killed while its replica lags (replication blackholed), the replica
+    /// promoted and clients pointed at it. A documented unsafe case.
+    LaggingReplicaPromoted {
+        name: "lagging-replica-promoted",
+        fault: "replication blackholed, master killed, replica promoted",
+        runs: lagging_replica::LaggingReplicaPromoted,
+    },
+    /// Redlock over five servers with one or two of them killed.
+    RedlockMinorityKilled {
+        name: "redlock-minority-killed",
+        fault: "Redlock, 1 or 2 of 5 servers killed",
+        runs: redlock::RedlockFault::MinorityKilled,
+    },
+    /// Redlock: a node of the holder's bare majority restarted empty at once. A
+    /// documented unsafe case.
+    RedlockRestartedAtOnce {
+        name: "redlock-restarted-at-once",
+        fault: "Redlock, holder has 3 of 5; one of them restarted empty at once",
+        runs: redlock::RedlockFault::RestartedAtOnce,
+    },
+    /// Redlock: the same node kept down for longer than the TTL before restarting empty.
+    RedlockRestartedAfterTtl {
+        name: "redlock-restarted-after-ttl",
+        fault: "Redlock, holder has 3 of 5; one of them down TTL + 200 ms, restarted empty",
+        runs: redlock::RedlockFault::RestartedAfterTtl,
+    },
+    /// The server's wall clock stepped forward by an hour while the lock is held: Redis
+    /// expires the key at once. A documented unsafe case.
+    ServerClockJumped {
+        name: "server-clock-jumped",
+        fault: "redis-server's wall clock stepped +1 h while held",
+        runs: clock::ClockJump::Server,
+    },
+    /// The holder process's wall clock stepped +1 h, then -2 h, across renewals: no
+    /// effect, since every client-side deadline is monotonic.
+    ClientClockJumped {
+        name: "client-clock-jumped",
+        fault: "holder process's wall clock stepped +1 h, then -2 h, while held",
+        runs: clock::ClockJump::Client,
+    },
+    /// An evicting `maxmemory-policy` and memory pressure drop the held lock's key. A
+    /// documented unsafe case (the client warns about the policy at connect).
+    KeyEvicted {
+        name: "key-evicted",
+        fault: "allkeys-random eviction under memory pressure while held",
+        runs: memory::MemoryPressure::KeyEvicted,
+    },
+    /// The same memory pressure under `noeviction`: writes are refused, the lock is kept.
+    MemoryFull {
+        name: "memory-full-noeviction",
+        fault: "maxmemory reached under noeviction while held",
+        runs: memory::MemoryPressure::MemoryFull,
+    },
+    /// A [`FairLock`](ferrisson::FairLock) holder's link blackholed for two leases while
+    /// a queued waiter takes over.
+    FairLockHolderBlackholed {
+        name: "fair-lock-holder-blackholed",
+        fault: "FairLock holder's link blackholed for 2 leases, a waiter queued",
+        runs: primitive_blackholed::PrimitiveBlackholed::FairLock,
+    },
+    /// A [`RwLock`](ferrisson::RwLock) writer's link blackholed for two leases while a
+    /// reader takes over.
+    RwLockWriterBlackholed {
+        name: "rwlock-writer-blackholed",
+        fault: "RwLock writer's link blackholed for 2 leases, a reader waiting",
+        runs: primitive_blackholed::PrimitiveBlackholed::RwLockWriter,
+    },
+    /// An [`ExpirableSemaphore`](ferrisson::ExpirableSemaphore) (one permit) holder's
+    /// link blackholed past its permit's lease while another client takes the permit.
+    ExpirablePermitBlackholed {
+        name: "expirable-permit-blackholed",
+        fault: "1-permit ExpirableSemaphore holder blackholed past its permit lease",
+        runs: primitive_blackholed::PrimitiveBlackholed::ExpirablePermit,
+    },
+}
+
+impl Scenario {
+    /// The scenario named `name`.
+    pub fn from_name(name: &str) -> Option<Scenario> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl Serialize for Scenario {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// One scenario's result: counters over every iteration and the expected-result check.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The fault injected.
+    pub fault: String,
+    /// Iterations run.
+    pub iterations: u32,
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// Whether this is a documented unsafe case.
+    pub documented_unsafe: bool,
+    /// Summed counters.
+    pub counters: Counters,
+    /// Whether every expected result held.
+    pub passed: bool,
+    /// The expected results that did not hold.
+    pub failures: Vec<String>,
+}
+
+/// Runs `scenario` for `config.iterations` iterations and checks the expected results.
+///
+/// # Errors
+///
+/// When a server, proxy or holder process cannot be set up.
+pub async fn run(scenario: Scenario, config: &Config) -> anyhow::Result<ScenarioReport> {
+    let (counters, failures) = scenario.run_iterations(config).await?;
+    Ok(ScenarioReport {
+        scenario,
+        fault: scenario.fault().to_owned(),
+        iterations: config.iterations,
+        lease_ms: config.lease.as_millis() as u64,
+        documented_unsafe: scenario.is_documented_unsafe(),
+        passed: failures.is_empty(),
+        counters,
+        failures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenario_is_named_the_same_on_the_command_line_and_in_json() {
+        for scenario in Scenario::ALL {
+            let json = serde_json::to_string(&scenario).expect("serializes");
+            assert_eq!(json, format!("\"{}\"", scenario.name()));
+            assert_eq!(Scenario::from_name(scenario.name()), Some(scenario));
+        }
+    }
+
+    #[test]
+    fn the_documented_unsafe_cases_are_the_four_of_docs_safety() {
+        let unsafe_cases: Vec<&str> = Scenario::ALL
+            .into_iter()
+            .filter(|s| s.is_documented_unsafe())
+            .map(Scenario::name)
+            .collect();
+        assert_eq!(
+            unsafe_cases,
+            [
+                "lagging-replica-promoted",
+                "redlock-restarted-at-once",
+                "server-clock-jumped",
+                "key-evicted"
+            ]
+        );
+    }
+
+    /// `run` can be spawned onto a multi-threaded runtime.
+    #[test]
+    fn a_run_is_send() {
+        fn send<T: Send>(_: &T) {}
+        let config = Config::new(0);
+        send(&run(Scenario::Latency, &config));
+    }
+}
