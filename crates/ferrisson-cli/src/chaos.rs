@@ -1,5 +1,5 @@
-//! `ferrisson chaos`: the fault scenarios at size, against redis-server processes it
-//! starts itself (the `--redis` URL is not used).
+//! `ferrisson chaos` (the `chaos` feature): the fault scenarios at size, against
+//! redis-server processes it starts itself.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use ferrisson_chaos::{Config, HolderCommand, Scenario, ScenarioReport};
 
-/// Run fault scenarios against private redis-server processes and check the safety
+/// Run the fault scenarios against redis-server processes of its own and check the safety
 /// counters (see docs/SAFETY.md).
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -64,6 +64,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         reports.push(report);
     }
     print!("{}", ferrisson_chaos::table(&reports));
+    println!("{}", ferrisson_chaos::summary(&reports));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_vec_pretty(&reports)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -3,18 +3,19 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use ferrisson::{Client, IdGenerator};
+
+use crate::connection::ConnectionArgs;
 
 /// Most ids asked of Redis in one `INCRBY`, so `--count` never holds billions in memory.
 const CHUNK: u32 = 65_536;
 
 /// Make or decode global unique ids.
 ///
-/// Ids are the seeds' RedisIdWorker layout: 31 bits of seconds since 2022-01-01T00:00:00Z
-/// and 32 bits of the day's counter under the key icr:PREFIX:yyyy:MM:dd (behind
-/// --namespace). They are unique per prefix.
+/// An id is a 63-bit number: 31 bits of seconds since 2022-01-01T00:00:00Z, then 32 bits
+/// of the day's counter, kept in Redis under the key icr:PREFIX:yyyy:MM:dd (behind
+/// --namespace). Ids are unique per prefix and grow with time.
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -26,6 +27,9 @@ pub struct Args {
 enum IdCommand {
     /// Print new ids for PREFIX, one per line (one INCRBY per 65 536 ids)
     Next {
+        #[command(flatten)]
+        connection: ConnectionArgs,
+
         /// The id prefix, e.g. order
         prefix: String,
 
@@ -46,6 +50,9 @@ enum IdCommand {
 
     /// Print the day's counter of PREFIX: the ids made that day (reserved, for batched generators)
     Count {
+        #[command(flatten)]
+        connection: ConnectionArgs,
+
         /// The id prefix, e.g. order
         prefix: String,
 
@@ -59,14 +66,14 @@ enum IdCommand {
     },
 }
 
-pub async fn run(args: Args, url: &str) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    execute(args, url, &mut out).await?;
+    execute(args, &mut out).await?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn execute(args: Args, url: &str, out: &mut impl Write) -> anyhow::Result<()> {
+async fn execute(args: Args, out: &mut impl Write) -> anyhow::Result<()> {
     match args.command {
         IdCommand::Decode { id } => {
             let decoded = IdGenerator::decode(id)?;
@@ -76,11 +83,12 @@ async fn execute(args: Args, url: &str, out: &mut impl Write) -> anyhow::Result<
             writeln!(out, "sequence: {}", decoded.sequence)?;
         }
         IdCommand::Next {
+            connection,
             prefix,
             count,
             namespace,
         } => {
-            let ids = connect(url, namespace).await?.id_generator();
+            let ids = connect(&connection, namespace).await?.id_generator();
             let mut left = count;
             while left > 0 {
                 let chunk = left.min(CHUNK);
@@ -91,11 +99,12 @@ async fn execute(args: Args, url: &str, out: &mut impl Write) -> anyhow::Result<
             }
         }
         IdCommand::Count {
+            connection,
             prefix,
             date,
             namespace,
         } => {
-            let ids = connect(url, namespace).await?.id_generator();
+            let ids = connect(&connection, namespace).await?.id_generator();
             let date = date.unwrap_or_else(|| Utc::now().date_naive());
             writeln!(out, "{}", ids.count_for_day(&prefix, date).await?)?;
         }
@@ -103,12 +112,9 @@ async fn execute(args: Args, url: &str, out: &mut impl Write) -> anyhow::Result<
     Ok(())
 }
 
-async fn connect(url: &str, namespace: String) -> anyhow::Result<Client> {
-    Client::builder(url)
-        .namespace(namespace)
-        .connect()
-        .await
-        .context("cannot connect to redis")
+async fn connect(connection: &ConnectionArgs, namespace: String) -> anyhow::Result<Client> {
+    // The library's connect error already names the server and the reason.
+    Ok(connection.builder()?.namespace(namespace).connect().await?)
 }
 
 #[cfg(test)]
@@ -124,10 +130,10 @@ mod tests {
         args: Args,
     }
 
-    async fn output(url: &str, argv: &[&str]) -> anyhow::Result<String> {
+    async fn output(argv: &[&str]) -> anyhow::Result<String> {
         let cli = Cli::try_parse_from(std::iter::once("id").chain(argv.iter().copied()))?;
         let mut out = Vec::new();
-        execute(cli.args, url, &mut out).await?;
+        execute(cli.args, &mut out).await?;
         Ok(String::from_utf8(out)?)
     }
 
@@ -135,32 +141,37 @@ mod tests {
     async fn next_count_and_decode() -> anyhow::Result<()> {
         let server = RedisServer::start()?;
         let url = server.url();
-        let printed = output(
+        let printed = output(&[
+            "next",
+            "order",
+            "--url",
             &url,
-            &["next", "order", "--count", "5", "--namespace", "cli:"],
-        )
+            "--count",
+            "5",
+            "--namespace",
+            "cli:",
+        ])
         .await?;
         let ids: Vec<i64> = printed.lines().map(str::parse).collect::<Result<_, _>>()?;
         assert_eq!(ids.len(), 5);
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        let day = IdGenerator::decode(ids[0])?.date();
-        let counted = output(
+        let day = IdGenerator::decode(ids[0])?.date().to_string();
+        let counted = output(&[
+            "count",
+            "order",
+            "--url",
             &url,
-            &[
-                "count",
-                "order",
-                "--namespace",
-                "cli:",
-                "--date",
-                &day.to_string(),
-            ],
-        )
+            "--namespace",
+            "cli:",
+            "--date",
+            &day,
+        ])
         .await?;
         assert_eq!(counted, "5\n");
-        // Without the namespace it is another counter.
-        let other = output(&url, &["count", "order", "--date", &day.to_string()]).await?;
+        // Without the namespace it is another counter; --redis is the older name of --url.
+        let other = output(&["count", "order", "--redis", &url, "--date", &day]).await?;
         assert_eq!(other, "0\n");
-        let decoded = output(&url, &["decode", &ids[4].to_string()]).await?;
+        let decoded = output(&["decode", &ids[4].to_string()]).await?;
         assert!(decoded.ends_with("Z\nsequence: 5\n"), "{decoded}");
         Ok(())
     }
@@ -169,9 +180,9 @@ mod tests {
     async fn decode_prints_rfc3339_and_sequence() -> anyhow::Result<()> {
         // 2026-11-22T12:00:00Z, sequence 42; decoding needs no server.
         let id = ((1_795_348_800_i64 - 1_640_995_200) << 32) + 42;
-        let printed = output("redis://127.0.0.1:1", &["decode", &id.to_string()]).await?;
+        let printed = output(&["decode", &id.to_string()]).await?;
         assert_eq!(printed, "timestamp: 2026-11-22T12:00:00Z\nsequence: 42\n");
-        let error = output("redis://127.0.0.1:1", &["decode", "--", "-1"]).await;
+        let error = output(&["decode", "--", "-1"]).await;
         assert!(error.is_err());
         Ok(())
     }
@@ -182,6 +193,9 @@ mod tests {
             &["id", "next", "order", "--count", "0"][..],
             &["id", "decode", "abc"],
             &["id", "count", "order", "--date", "2026-13-01"],
+            // Decoding never talks to Redis, so it takes no URL.
+            &["id", "decode", "--url", "redis://127.0.0.1:1", "1"],
+            &["id", "decode", "--redis", "redis://127.0.0.1:1", "1"],
         ] {
             assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
         }

@@ -2,52 +2,45 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context as _;
-use ferrisson::Client;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::process::Command;
-use tokio::signal::unix::{SignalKind, signal};
-
-/// Exit code when `--wait` ran out before the lock was acquired (EX_TEMPFAIL).
-pub const EXIT_WAIT_TIMEOUT: u8 = 75;
-/// Exit code when the lock was lost while the command ran (EX_IOERR).
-pub const EXIT_LOCK_LOST: u8 = 74;
+use crate::held_command::{Ended, HeldCommand, HoldArgs};
 
 /// Run a command while holding a distributed lock.
 ///
 /// Acquires the lock NAME (waiting as long as it takes unless --wait is given), runs
 /// COMMAND with FERRISSON_LOCK_NAME and FERRISSON_FENCING_TOKEN in its environment, keeps
-/// the lock renewed while COMMAND runs, releases it when COMMAND exits, and exits with
-/// COMMAND's status (128+N when it was killed by signal N).
+/// the lock renewed while COMMAND runs, and releases it when COMMAND exits.
 ///
-/// Exit codes of its own: 75 when --wait ran out (nothing was run); 74 when the lock was
-/// lost while COMMAND ran (COMMAND got SIGTERM, and SIGKILL after --grace); 1 for other
-/// errors, such as an unreachable Redis.
+/// Exit status:
+///   COMMAND's own     COMMAND ran to its end (128+N when signal N killed it)
+///   75                --wait ran out; nothing was run       (change: --conflict-exit-code)
+///   74                the lock was lost while COMMAND ran   (change: --lost-exit-code)
+///                     (COMMAND got SIGTERM, and SIGKILL after --grace)
+///   125               ferrisson itself failed, e.g. Redis unreachable or a refused
+///                     certificate; a one-line reason is on stderr
+///   126, 127          COMMAND could not be started, or was not found; nothing was run
+///   2                 the arguments were refused; nothing was run
+/// A command may exit 74 or 75 itself: give --conflict-exit-code and --lost-exit-code
+/// values it never uses (as with flock -E) when a script must tell them apart.
 ///
-/// The Redis URL comes from --redis, else $FERRISSON_REDIS_URL, else $REDIS_URL, else
-/// redis://127.0.0.1:6379. COMMAND runs in its own process group; SIGINT, SIGTERM and
-/// SIGHUP sent to ferrisson are passed on to it.
+/// COMMAND dies with ferrisson: it runs in a process group of its own that is killed
+/// (SIGKILL) as soon as ferrisson dies, however it dies (kill -9, the OOM killer), long
+/// before the lock can expire and pass to another holder. COMMAND's children are in that
+/// group too, unless they leave it on purpose (setsid, daemons). On Linux the kernel also
+/// sends COMMAND itself SIGKILL when ferrisson dies (a parent-death signal). SIGINT,
+/// SIGTERM and SIGHUP sent to ferrisson are passed on to the group. When COMMAND exits
+/// normally, the lock is released and anything COMMAND left running in the background
+/// keeps running, without the lock.
+///
+/// The Redis URL comes from --url, else $FERRISSON_URL, else $REDIS_URL, else
+/// redis://127.0.0.1:6379 ($FERRISSON_REDIS_URL, an older name, is read before
+/// $REDIS_URL). A rediss:// URL connects with TLS, checked against the system's CA
+/// certificates or --cacert, with a client certificate from --cert and --key.
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Give up after waiting this long for the lock (e.g. 500ms, 10s, 2m) [default: wait forever]
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
-    wait: Option<Duration>,
-
-    /// Watchdog lease: the lock is renewed every third of it, and outlives a crashed holder by at most this long
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
-    lease: Duration,
-
-    /// After SIGTERM on a lost lock, wait this long before SIGKILL
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = humantime::parse_duration)]
-    grace: Duration,
-
-    /// Key prefix (the client namespace)
-    #[arg(long, default_value = "")]
-    namespace: String,
+    #[command(flatten)]
+    hold: HoldArgs,
 
     /// The lock's name
     name: String,
@@ -58,14 +51,10 @@ pub struct Args {
 }
 
 /// Acquires, runs, releases.
-pub async fn run(args: Args, url: &str) -> anyhow::Result<ExitCode> {
-    let client = Client::builder(url)
-        .namespace(args.namespace.clone())
-        .watchdog_lease(args.lease)
-        .connect()
-        .await?;
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let client = args.hold.connect().await?;
     let lock = client.lock(&args.name)?;
-    let guard = match args.wait {
+    let guard = match args.hold.wait {
         Some(wait) => match lock.lock_timeout(wait).await? {
             Some(guard) => guard,
             None => {
@@ -74,68 +63,29 @@ pub async fn run(args: Args, url: &str) -> anyhow::Result<ExitCode> {
                     humantime::format_duration(wait),
                     args.name
                 );
-                return Ok(ExitCode::from(EXIT_WAIT_TIMEOUT));
+                return Ok(ExitCode::from(args.hold.conflict_exit_code));
             }
         },
         None => lock.lock().await?,
     };
-
-    let (program, rest) = args
-        .command
-        .split_first()
-        .context("no command given after --")?;
-    let mut child = Command::new(program)
-        .args(rest)
-        .env("FERRISSON_LOCK_NAME", &args.name)
-        .env("FERRISSON_FENCING_TOKEN", guard.fencing_token().to_string())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw)
-        .context("the command exited before it could be watched")?;
-
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
-    let mut lost = false;
-    let status = loop {
-        tokio::select! {
-            status = child.wait() => break status?,
-            () = guard.lost(), if !lost => {
-                lost = true;
-                eprintln!("ferrisson: lock {:?} was lost; stopping the command", args.name);
-                let _ = killpg(group, Signal::SIGTERM);
-                if let Ok(status) = tokio::time::timeout(args.grace, child.wait()).await {
-                    break status?;
-                }
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            _ = sigint.recv() => { let _ = killpg(group, Signal::SIGINT); }
-            _ = sigterm.recv() => { let _ = killpg(group, Signal::SIGTERM); }
-            _ = sighup.recv() => { let _ = killpg(group, Signal::SIGHUP); }
-        }
+    let command = HeldCommand {
+        command: &args.command,
+        env: vec![
+            ("FERRISSON_LOCK_NAME", args.name.clone()),
+            ("FERRISSON_FENCING_TOKEN", guard.fencing_token().to_string()),
+        ],
+        grace: args.hold.grace,
+        what: format!("lock {:?}", args.name),
     };
-
-    if lost {
-        drop(guard);
-        return Ok(ExitCode::from(EXIT_LOCK_LOST));
-    }
+    let code = match command.run(&guard).await? {
+        Ended::Lost => {
+            drop(guard);
+            return Ok(ExitCode::from(args.hold.lost_exit_code));
+        }
+        Ended::Exited(code) | Ended::NotStarted(code) => code,
+    };
     if let Err(e) = guard.unlock().await {
         eprintln!("ferrisson: releasing lock {:?}: {e}", args.name);
     }
-    Ok(ExitCode::from(exit_code(status)))
-}
-
-/// The command's exit code, or 128+N when signal N killed it (as shells report it).
-fn exit_code(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
-        (None, None) => 1,
-    }
+    Ok(ExitCode::from(code))
 }

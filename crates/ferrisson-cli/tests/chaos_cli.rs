@@ -1,16 +1,12 @@
 //! `ferrisson chaos` as a user runs it: the binary starts its own servers and, for the
 //! process scenarios, re-executes itself as the holder.
 
-use std::process::{Command, Stdio};
-
-const FERRISSON: &str = env!("CARGO_BIN_EXE_ferrisson");
+mod support;
 
 fn chaos(args: &[&str]) -> std::io::Result<std::process::Output> {
-    Command::new(FERRISSON)
-        .arg("chaos")
+    support::ferrisson(&["chaos"])
         .args(args)
         .env("FERRISSON_LOG", "error")
-        .stdin(Stdio::null())
         .output()
 }
 
@@ -32,6 +28,10 @@ fn holder_killed_runs_with_the_binary_as_holder_and_writes_json() -> anyhow::Res
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("| holder-killed |"), "{stdout}");
+    assert!(
+        stdout.ends_with("1 scenario, 2 iterations: 1 pass, 0 unsafe as documented, 0 FAIL\n"),
+        "{stdout}"
+    );
     let reports: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let report = &reports[0];
     assert_eq!(report["scenario"], "holder-killed");
@@ -49,5 +49,14 @@ fn an_unknown_scenario_is_refused() -> anyhow::Result<()> {
     assert!(stderr.contains("invalid value 'no-such-fault'"), "{stderr}");
     // The error lists what is valid.
     assert!(stderr.contains("server-clock-jumped"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_url_is_refused_as_the_suite_starts_its_own_servers() -> anyhow::Result<()> {
+    let output = chaos(&["--url", "redis://127.0.0.1:1"])?;
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unexpected argument '--url'"), "{stderr}");
     Ok(())
 }
