@@ -3,7 +3,7 @@
 -- ARGV[1]: the buying user's id
 -- Returns: 0 reserved (stock decremented, user added), 1 sold out, 2 already ordered,
 --          -1 stock not loaded
--- The seed project's seckill.lua: stock and one-order-per-user checked and taken in one
+-- Stock and one-order-per-user checked and taken in one
 -- atomic step, so the order flow needs no lock.
 local stock = tonumber(redis.call('GET', KEYS[1]))
 if stock == nil then

@@ -1,8 +1,11 @@
 //! The service's one error type: every failure a handler can return, each with an HTTP
 //! status and a stable machine-readable code.
 
+use std::time::Duration;
+
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +29,12 @@ pub enum ApiError {
     /// A path segment has the wrong type, e.g. a non-numeric id (`INVALID_PATH`, 400).
     #[error("invalid path: {0}")]
     InvalidPath(String),
+    /// The request body is larger than the service accepts (`PAYLOAD_TOO_LARGE`, 413).
+    #[error("request body over {0} bytes")]
+    PayloadTooLarge(usize),
+    /// A JSON body without `Content-Type: application/json` (`UNSUPPORTED_MEDIA_TYPE`, 415).
+    #[error("expected a request with `Content-Type: application/json`")]
+    UnsupportedMediaType,
     /// The phone number is not an 11-digit mainland mobile number (`INVALID_PHONE`, 400).
     #[error("invalid phone number")]
     InvalidPhone,
@@ -38,6 +47,10 @@ pub enum ApiError {
     /// No such route (`NOT_FOUND`, 404).
     #[error("no such route")]
     RouteNotFound,
+    /// The route exists but not with this method (`METHOD_NOT_ALLOWED`, 405; the
+    /// `Allow` header lists the methods it has).
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
     /// No voucher with this id (`VOUCHER_NOT_FOUND`, 404).
     #[error("voucher not found")]
     VoucherNotFound,
@@ -57,9 +70,21 @@ pub enum ApiError {
     /// progress (`ALREADY_ORDERED`, 409).
     #[error("{0}")]
     AlreadyOrdered(&'static str),
+    /// The order lock expired before the order was written, and a newer holder of it
+    /// has written since: the database refused this stale write (`LOCK_LOST`, 409; try
+    /// again).
+    #[error("the order lock expired before the order was written; try again")]
+    LockLost,
     /// The lab's stock was never set (`STOCK_NOT_SET`, 409).
     #[error("the lab stock is not set; POST /lab/stock first")]
     StockNotSet,
+    /// This user made more buy attempts than `--buy-rate` allows (`RATE_LIMITED`, 429,
+    /// with `Retry-After` in whole seconds, rounded up).
+    #[error("too many buy attempts; retry in {}", humantime::format_duration(*.retry_after))]
+    RateLimited {
+        /// When the next attempt is allowed.
+        retry_after: Duration,
+    },
     /// Redis or the database could not be reached (`UNAVAILABLE`, 503).
     #[error("a backing store is unavailable: {0}")]
     Unavailable(String),
@@ -74,17 +99,22 @@ impl ApiError {
         match self {
             Self::MalformedJson(_) => "MALFORMED_JSON",
             Self::InvalidPath(_) => "INVALID_PATH",
+            Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Self::InvalidPhone => "INVALID_PHONE",
             Self::InvalidInput(_) => "INVALID_INPUT",
             Self::Unauthorized => "UNAUTHORIZED",
             Self::RouteNotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::VoucherNotFound => "VOUCHER_NOT_FOUND",
             Self::UnknownVariant(_) => "UNKNOWN_VARIANT",
             Self::NotStarted => "NOT_STARTED",
             Self::Ended => "ENDED",
             Self::SoldOut => "SOLD_OUT",
             Self::AlreadyOrdered(_) => "ALREADY_ORDERED",
+            Self::LockLost => "LOCK_LOST",
             Self::StockNotSet => "STOCK_NOT_SET",
+            Self::RateLimited { .. } => "RATE_LIMITED",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",
         }
@@ -97,7 +127,10 @@ impl ApiError {
             | Self::InvalidPath(_)
             | Self::InvalidPhone
             | Self::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RouteNotFound | Self::VoucherNotFound | Self::UnknownVariant(_) => {
                 StatusCode::NOT_FOUND
             }
@@ -105,7 +138,9 @@ impl ApiError {
             | Self::Ended
             | Self::SoldOut
             | Self::AlreadyOrdered(_)
+            | Self::LockLost
             | Self::StockNotSet => StatusCode::CONFLICT,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -114,14 +149,14 @@ impl ApiError {
 
 impl From<redis::RedisError> for ApiError {
     fn from(e: redis::RedisError) -> Self {
-        Self::Unavailable(format!("redis: {e}"))
+        Self::Unavailable(format!("redis: {}", one_line(&e)))
     }
 }
 
 impl From<ferrisson::Error> for ApiError {
     fn from(e: ferrisson::Error) -> Self {
         if e.is_connection_error() {
-            Self::Unavailable(format!("redis: {e}"))
+            Self::Unavailable(format!("redis: {}", one_line(&e)))
         } else {
             Self::Internal(e.into())
         }
@@ -131,25 +166,62 @@ impl From<ferrisson::Error> for ApiError {
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         match e {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_) => Self::Unavailable(format!("database: {e}")),
+            sqlx::Error::PoolTimedOut => Self::Unavailable(
+                "database: no connection became free, or none could be opened, within --db-timeout"
+                    .into(),
+            ),
+            sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
+                Self::Unavailable(format!("database: {}", one_line(&e)))
+            }
             other => Self::Internal(other.into()),
         }
     }
+}
+
+/// An error and its causes on one line, `outer: inner: ...`, leaving out a cause whose
+/// text the message before it already ends with (many errors repeat their source).
+///
+/// ```
+/// use seckill::error::one_line;
+///
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// assert_eq!(one_line(&io), "connection refused");
+/// ```
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let message = cause.to_string();
+        if !line.ends_with(&message) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&message);
+        }
+        next = cause.source();
+    }
+    line
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
-            tracing::error!(code = self.code(), error = ?self, "request failed");
+            tracing::error!(code = self.code(), error = %one_line(&self), "request failed");
         }
         let body = ErrorBody {
             code: self.code().to_owned(),
             message: self.to_string(),
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Self::RateLimited { retry_after } = self {
+            // Whole seconds (RFC 9110), rounded up: a client that waits this long is
+            // allowed.
+            let seconds = retry_after.as_micros().div_ceil(1_000_000).max(1);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds as u64));
+        }
+        response
     }
 }

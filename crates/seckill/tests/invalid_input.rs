@@ -60,8 +60,34 @@ async fn bad_input_is_a_coded_4xx() {
         (
             "no content type",
             http.post(format!("{base}/users/login")).body("{}"),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        ),
+        (
+            "text content type",
+            http.post(format!("{base}/users/login"))
+                .header("content-type", "text/plain")
+                .body(r#"{"phone": "13800138000"}"#),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        ),
+        (
+            "GET on a POST route",
+            http.get(format!("{base}/users/login")),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            "DELETE on a voucher",
+            http.delete(format!("{base}/vouchers/{voucher}")),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            "an id beyond 64 bits",
+            http.get(format!("{base}/vouchers/99999999999999999999")),
             400,
-            "MALFORMED_JSON",
+            "INVALID_PATH",
         ),
         (
             "negative stock",
@@ -190,6 +216,55 @@ async fn bad_input_is_a_coded_4xx() {
             "{what}: a message"
         );
     }
+    // Oversized bodies: 413 as soon as the declared length is over the limit, and
+    // after the limit when the body comes in chunks without a length. Sent over a bare
+    // socket: an HTTP client still writing the rest of a 10 MB body when the service
+    // answers and closes would report the broken pipe instead of the reply.
+    let addr = base.trim_start_matches("http://");
+    let head = "POST /users/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
+    let ten_mb = format!("{head}content-length: {}\r\n\r\n", 10 * 1024 * 1024);
+    let chunked = format!("{head}transfer-encoding: chunked\r\n\r\n");
+    let chunk = format!("4000\r\n{}\r\n", " ".repeat(0x4000));
+    for (what, request) in [
+        (
+            "a 10 MB body",
+            format!("{ten_mb}{}", " ".repeat(100 * 1024)),
+        ),
+        (
+            "a chunked body over the limit",
+            format!("{chunked}{}", chunk.repeat(8)),
+        ),
+    ] {
+        let (status, body) = common::raw_request(addr, request.as_bytes()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (413, Some("PAYLOAD_TOO_LARGE")),
+            "{what}: {body}"
+        );
+    }
+
+    // 405 says which methods the route has.
+    let reply = http
+        .delete(format!("{base}/vouchers/{voucher}"))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(
+        reply.headers().get("allow").and_then(|v| v.to_str().ok()),
+        Some("GET,HEAD")
+    );
+
+    // The auth scheme is case-insensitive.
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let other = create_voucher(&http, base, 1, -60, 3600).await;
+        let (status, body) = call(
+            http.post(format!("{base}/vouchers/{other}/seckill"))
+                .header("authorization", format!("{scheme} {token}")),
+        )
+        .await;
+        assert_eq!(status, 200, "{scheme}: {body}");
+    }
+
     // The voucher is untouched by all of that.
     let (status, v) = call(http.get(format!("{base}/vouchers/{voucher}"))).await;
     assert_eq!((status, v["stock"].as_i64()), (200, Some(5)));

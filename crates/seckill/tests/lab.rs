@@ -1,13 +1,15 @@
-//! Every oversell-lab variant shows the verdict the seeds describe, under a small
-//! version of the seed's load, against two `seckill serve` processes.
+//! The oversell lab, run small against two `seckill serve` processes: every variant
+//! shows the verdict expected of it. (It lives with the service's tests because it
+//! needs the `seckill` binary, which cargo builds for this crate's tests.)
 
 mod common;
 
 use std::time::Duration;
 
-use seckill::oversell::Variant;
-use seckill::runner::{self, LabOptions};
-use seckill::{OrderFlow, Verdict};
+use seckill::OrderFlow;
+use seckill::db::{Db, VoucherRow};
+use seckill::oversell::{LabConfig, Variant};
+use seckill_lab::{LabOptions, Verdict};
 
 fn small(out: &std::path::Path) -> LabOptions {
     LabOptions {
@@ -15,12 +17,16 @@ fn small(out: &std::path::Path) -> LabOptions {
         loops: 2,
         stock: 20,
         instances: 2,
-        fault_at: 5,
-        lease: Duration::from_millis(300),
-        // Generous, so that a starved CI machine does not make a correct lock give up.
-        lock_wait: Duration::from_millis(1500),
-        stall: Duration::from_millis(700),
-        stall_every: 10,
+        lab: LabConfig {
+            fault_at: 5,
+            lease: Duration::from_millis(300),
+            // Generous, so that a starved CI machine does not make a correct lock give up.
+            lock_wait: Duration::from_millis(1500),
+            stall: Duration::from_millis(700),
+            stall_every: 10,
+            ..LabConfig::default()
+        },
+        progress: false,
         watchdog_lease: Duration::from_millis(600),
         users: 40,
         attempts: 3,
@@ -32,7 +38,9 @@ fn small(out: &std::path::Path) -> LabOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_variant_shows_its_verdict() {
     let out = tempfile::tempdir().expect("tempdir");
-    let report = runner::run(&small(out.path())).await.expect("lab runs");
+    let report = seckill_lab::run(&small(out.path()))
+        .await
+        .expect("lab runs");
     println!("{}", report.table());
     assert_eq!(report.variants.len(), Variant::ALL.len());
     for row in &report.variants {
@@ -100,7 +108,7 @@ async fn local_mutex_is_correct_on_one_instance() {
         vouchers: false,
         ..small(out.path())
     };
-    let report = runner::run(&options).await.expect("lab runs");
+    let report = seckill_lab::run(&options).await.expect("lab runs");
     println!("{}", report.table());
     assert_eq!(report.variants[0].verdict, Verdict::Oversold);
     assert_eq!(report.variants[1].verdict, Verdict::Correct);
@@ -109,13 +117,31 @@ async fn local_mutex_is_correct_on_one_instance() {
 }
 
 /// The database-backed parts of the lab (`db-optimistic`, the voucher scenario) on
-/// PostgreSQL and MariaDB when they are configured (SQLite runs above).
+/// PostgreSQL and MariaDB when they are configured (SQLite runs above). Given a
+/// database that holds the service's tables, the lab runs in a schema or database of its
+/// own beside it and leaves the given one as it was: unique order index included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_parts_on_other_backends() {
     for db in common::databases("database_parts_on_other_backends").await {
         if db.backend == "sqlite" {
             continue;
         }
+        let timeout = Duration::from_secs(10);
+        // The user's database: the service's schema, one voucher.
+        let users = Db::connect(&db.url, 1, timeout)
+            .await
+            .expect("user's database");
+        let voucher = VoucherRow {
+            id: 7,
+            title: "the user's voucher".into(),
+            stock: 3,
+            begin_ms: 0,
+            end_ms: 1,
+        };
+        users.insert_voucher(&voucher, 0).await.expect("a voucher");
+        users.close().await;
+
+        let before = lab_databases(&db).await;
         let out = tempfile::tempdir().expect("tempdir");
         let options = LabOptions {
             variants: vec![Variant::DbOptimistic, Variant::LuaAtomic],
@@ -123,7 +149,7 @@ async fn database_parts_on_other_backends() {
             database: Some(db.url.clone()),
             ..small(out.path())
         };
-        let report = runner::run(&options).await.expect("lab runs");
+        let report = seckill_lab::run(&options).await.expect("lab runs");
         println!("{}: {}", db.backend, report.table());
         assert_eq!(report.database, db.backend);
         assert!(
@@ -138,6 +164,46 @@ async fn database_parts_on_other_backends() {
                 .iter()
                 .all(|r| r.verdict == Verdict::Correct)
         );
+        assert_eq!(report.vouchers.len(), 3, "the voucher scenario ran");
+
+        // The user's database as it was: the schema check (unique index included)
+        // passes, the lab wrote nothing there.
+        let users = Db::connect(&db.url, 1, timeout)
+            .await
+            .expect("the user's database still passes the schema check");
+        assert_eq!(users.voucher(7).await.expect("read"), Some(voucher));
+        assert_eq!(users.lab_state().await.expect("read"), None);
+        assert_eq!(users.orders(7).await.expect("read"), []);
+        users.close().await;
+        // And the lab's own schema or database is gone.
+        assert_eq!(lab_databases(&db).await, before, "{}", db.backend);
         db.cleanup().await;
     }
+}
+
+/// The schemas (PostgreSQL) or databases (MySQL) the lab makes, by their name.
+async fn lab_databases(db: &common::TestDb) -> Vec<String> {
+    use sqlx::{Connection as _, Row as _};
+
+    let sql = match db.backend {
+        "postgres" => {
+            "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'seckill\\_lab\\_%' ORDER BY 1"
+        }
+        _ => {
+            "SELECT schema_name FROM information_schema.schemata \
+             WHERE schema_name LIKE 'seckill\\_lab\\_%' ORDER BY 1"
+        }
+    };
+    let mut conn = sqlx::AnyConnection::connect(&db.url)
+        .await
+        .expect("connect");
+    let names = sqlx::query(sql)
+        .fetch_all(&mut conn)
+        .await
+        .expect("catalog")
+        .iter()
+        .map(|row| row.try_get(0).expect("a name"))
+        .collect();
+    let _ = conn.close().await;
+    names
 }

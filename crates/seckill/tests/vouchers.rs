@@ -1,4 +1,4 @@
-//! The voucher rules (S2) against two `seckill serve` processes sharing one Redis and
+//! The voucher rules against two `seckill serve` processes sharing one Redis and
 //! one database: the sale window, sold out, one order per user with concurrent buyers,
 //! stock never below zero. Runs on SQLite, and on PostgreSQL / MariaDB when configured.
 
@@ -82,7 +82,7 @@ async fn voucher_rules(database: &str, flow: OrderFlow) {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let first_order = body["order_id"].as_i64().expect("order id");
+    let first_order = common::id(&body["order_id"]);
     let (status, body) = call(
         http.post(format!("{b}/vouchers/{open}/seckill"))
             .bearer_auth(&token),
@@ -96,7 +96,8 @@ async fn voucher_rules(database: &str, flow: OrderFlow) {
     let (_, orders) = call(http.get(format!("{b}/vouchers/{open}/orders"))).await;
     let orders = orders["orders"].as_array().expect("orders");
     assert_eq!(orders.len(), 1);
-    assert_eq!(orders[0]["id"].as_i64(), Some(first_order));
+    assert_eq!(common::id(&orders[0]["id"]), first_order);
+    assert_eq!(common::id(&orders[0]["voucher_id"]), open);
 
     // Concurrent buyers across both instances: 30 users x 3 attempts at once, stock 8.
     let stock = 8;
@@ -150,16 +151,13 @@ async fn voucher_rules(database: &str, flow: OrderFlow) {
     assert_eq!(orders.len(), stock as usize);
     let mut per_user: HashMap<i64, usize> = HashMap::new();
     for o in orders {
-        *per_user
-            .entry(o["user_id"].as_i64().expect("user id"))
-            .or_default() += 1;
+        *per_user.entry(common::id(&o["user_id"])).or_default() += 1;
     }
     assert!(
         per_user.values().all(|&n| n == 1),
         "one order per user: {per_user:?}"
     );
-    let ids: std::collections::HashSet<i64> =
-        orders.iter().filter_map(|o| o["id"].as_i64()).collect();
+    let ids: std::collections::HashSet<i64> = orders.iter().map(|o| common::id(&o["id"])).collect();
     assert_eq!(ids.len(), orders.len(), "order ids are unique");
 
     cluster

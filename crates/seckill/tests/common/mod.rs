@@ -11,7 +11,7 @@ use std::time::Duration;
 use ferrisson_testkit::RedisServer;
 use seckill::OrderFlow;
 use seckill::oversell::LabConfig;
-use seckill::runner::{Cluster, InstanceArgs};
+use seckill_lab::{Cluster, InstanceArgs};
 use sqlx::{Connection, Executor};
 
 /// The `seckill` binary under test.
@@ -131,6 +131,7 @@ pub fn instance_args(redis: &RedisServer, database: &str, order_flow: OrderFlow)
             ..LabConfig::default()
         },
         log_dir: None,
+        extra_args: Vec::new(),
     }
 }
 
@@ -187,5 +188,38 @@ pub async fn create_voucher(
     )
     .await;
     assert_eq!(status, 200, "create voucher: {body}");
-    body["id"].as_i64().expect("voucher id")
+    id(&body["id"])
+}
+
+/// An id from a JSON reply: a string of decimal digits (never a number, which
+/// JavaScript would round).
+pub fn id(value: &serde_json::Value) -> i64 {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("an id as a JSON string, got {value}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("a decimal id, got {value}: {e}"))
+}
+
+/// Sends `request` (a whole HTTP/1.1 request, or its start) over a new connection and
+/// reads the reply until the service closes it: status and JSON body.
+pub async fn raw_request(addr: &str, request: &[u8]) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // The service may answer and close before it has read all of it.
+    let _ = stream.write_all(request).await;
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply).await;
+    let text = String::from_utf8_lossy(&reply);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP reply: {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, body)
 }

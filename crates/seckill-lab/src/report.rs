@@ -7,17 +7,20 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{LabOptions, LoadResult, verdict};
-use crate::app::OrderFlow;
-use crate::db::Backend;
-use crate::oversell::{LabState, Variant, Verdict};
+use seckill::OrderFlow;
+use seckill::db::Backend;
+use seckill::oversell::{LabState, Variant};
+
+use crate::expect::{Verdict, verdict};
+use crate::load::LoadResult;
+use crate::options::LabOptions;
 
 /// One variant's line of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantRow {
     /// The variant.
     pub variant: Variant,
-    /// What the seeds say it does.
+    /// What the variant is expected to show under the lab's load: its flaw, or correct.
     pub expected: Verdict,
     /// What it did.
     pub verdict: Verdict,
@@ -170,16 +173,16 @@ impl Report {
             clients: options.clients,
             loops: options.loops,
             stock: options.stock,
-            fault_at: options.fault_at,
-            lease_ms: options.lease.as_millis(),
-            stall_ms: options.stall.as_millis(),
+            fault_at: options.lab.fault_at,
+            lease_ms: options.lab.lease.as_millis(),
+            stall_ms: options.lab.stall.as_millis(),
             watchdog_lease_ms: options.watchdog_lease.as_millis(),
             variants,
             vouchers,
         }
     }
 
-    /// Everything that differs from what the seeds describe: a variant whose verdict is
+    /// Everything that differs from what is expected: a variant whose verdict is
     /// not the expected one, a correct variant with errors, a voucher run that oversold,
     /// or a duplicate order in a flow that must prevent it. Empty when the lab showed it
     /// all.
@@ -230,7 +233,7 @@ impl Report {
         );
         let _ = writeln!(
             t,
-            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9} {:>8} {:>8}  {:<19} expected",
+            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
             "variant",
             "requests",
             "sold",
@@ -265,7 +268,7 @@ impl Report {
         self.write_vouchers(&mut t);
         let problems = self.problems();
         if problems.is_empty() {
-            let _ = writeln!(t, "\nEvery variant behaved as the seeds describe.");
+            let _ = writeln!(t, "\nAs expected: {}.", self.summary());
         } else {
             let _ = writeln!(t, "\nNot as expected:");
             for p in problems {
@@ -273,6 +276,31 @@ impl Report {
             }
         }
         t
+    }
+
+    /// What the variants did, grouped: "naive and local-mutex oversold; ...".
+    fn summary(&self) -> String {
+        let mut groups: Vec<(Verdict, Vec<&str>)> = Vec::new();
+        for row in &self.variants {
+            match groups.iter_mut().find(|(v, _)| *v == row.verdict) {
+                Some((_, names)) => names.push(row.variant.name()),
+                None => groups.push((row.verdict, vec![row.variant.name()])),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(verdict, names)| {
+                let what = match verdict {
+                    Verdict::Correct => "sold exactly the stock",
+                    Verdict::Oversold => "oversold",
+                    Verdict::Deadlocked => "deadlocked on a lock nobody releases",
+                    Verdict::WrongLockDeleted => "deleted another holder's lock",
+                    Verdict::Undersold => "sold less than the stock",
+                };
+                format!("{} {what}", and_list(names))
+            })
+            .collect();
+        parts.join("; ")
     }
 
     fn write_notes(&self, t: &mut String) {
@@ -465,4 +493,13 @@ fn thin(samples: &[i64]) -> String {
         .map(ToString::to_string)
         .collect();
     picked.join(" → ")
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }

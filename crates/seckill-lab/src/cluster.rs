@@ -8,11 +8,9 @@ use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::app::OrderFlow;
-use crate::oversell::LabConfig;
-
-/// The line `seckill serve` prints on stdout once it listens: this prefix, then the address.
-pub const LISTENING_PREFIX: &str = "seckill listening on ";
+use seckill::OrderFlow;
+use seckill::http::LISTENING_PREFIX;
+use seckill::oversell::LabConfig;
 
 /// How long an instance may take to print its address and answer `/health`.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
@@ -36,6 +34,8 @@ pub struct InstanceArgs {
     pub lab: LabConfig,
     /// Where each instance's log goes (`<order flow>-instance-N.log`); none: discarded.
     pub log_dir: Option<PathBuf>,
+    /// More `seckill serve` flags, e.g. `--redis-timeout 300ms`.
+    pub extra_args: Vec<String>,
 }
 
 /// Running `seckill serve` processes (separate processes, as in a real cluster).
@@ -116,7 +116,7 @@ impl Cluster {
 async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, String)> {
     let mut cmd = Command::new(&args.binary);
     cmd.arg("serve")
-        .args(["--redis", &args.redis])
+        .args(["--url", &args.redis])
         .args(["--database", &args.database])
         .args(["--listen", "127.0.0.1:0"])
         .args(["--order-flow", args.order_flow.name()])
@@ -130,6 +130,7 @@ async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, 
     for url in &args.redlock {
         cmd.args(["--redlock-redis", url]);
     }
+    cmd.args(&args.extra_args);
     let stderr = match &args.log_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;

@@ -1,6 +1,6 @@
-//! `seckill bench`: orders per second of the voucher flow, two instances, 1,000
-//! concurrent buyers, for the correct flows (the seed's lock flow and the Lua flow) next
-//! to the same flow without any lock, measured in the same run as the floor.
+//! `seckill-bench`: orders per second of the voucher flow, two instances, 1,000
+//! concurrent buyers, for the correct flows (the lock flow and the Lua flow) next to the
+//! same flow without any lock, measured in the same run as the floor.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -10,12 +10,15 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::{
-    Cluster, InstanceArgs, MakeRequest, fire, fresh_sqlite, http_client, instance, start_servers,
-};
-use crate::app::OrderFlow;
-use crate::db::Db;
-use crate::oversell::LabConfig;
+use seckill::OrderFlow;
+use seckill::db::Db;
+use seckill::oversell::LabConfig;
+
+use crate::cluster::{Cluster, InstanceArgs};
+use crate::load::http_client;
+use crate::scratch::ScratchDb;
+use crate::servers::start_servers;
+use crate::shop::{buy, log_in, open_voucher};
 
 /// What `seckill bench` can be told.
 #[derive(Debug, Clone)]
@@ -34,7 +37,8 @@ pub struct BenchOptions {
     pub flows: Vec<OrderFlow>,
     /// An existing Redis to use.
     pub redis: Option<String>,
-    /// An existing database (default: a fresh SQLite file per round).
+    /// A PostgreSQL or MySQL/MariaDB server to run on, in a schema or database of the
+    /// bench's own per round (default: a fresh SQLite file per round).
     pub database: Option<String>,
     /// Output directory (`bench.json`).
     pub out: PathBuf,
@@ -147,6 +151,14 @@ struct Round {
 /// When a server or instance cannot be started, or a round's set-up fails.
 pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
     anyhow::ensure!(!options.flows.is_empty(), "no flow to measure");
+    for (flag, value) in [
+        ("--instances", options.instances),
+        ("--buyers", options.buyers),
+        ("--orders", options.orders),
+        ("--rounds", options.rounds),
+    ] {
+        anyhow::ensure!(value > 0, "invalid value for {flag}: it must be at least 1");
+    }
     std::fs::create_dir_all(&options.out)?;
     let (redis_url, _own) = match &options.redis {
         Some(url) => (url.clone(), None),
@@ -160,29 +172,34 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
     let mut backend = "sqlite";
     for round in 0..options.rounds.max(1) {
         for (i, &flow) in options.flows.iter().enumerate() {
-            let database = match &options.database {
-                Some(url) => url.clone(),
-                None => fresh_sqlite(&options.out, &format!("bench-{}-{round}.db", flow.name()))?,
-            };
-            let db = Db::connect(&database, 2).await?;
+            let scratch = ScratchDb::create(
+                options.database.as_deref(),
+                &options.out,
+                &format!("seckill_bench_{}_{round}", flow.name().replace('-', "_")),
+            )
+            .await?;
+            let db = scratch.open().await?;
             backend = db.backend().name();
             let args = InstanceArgs {
                 binary: options.binary.clone(),
                 redis: redis_url.clone(),
-                database,
+                database: scratch.url().to_owned(),
                 redlock: Vec::new(),
                 order_flow: flow,
                 watchdog_lease: Duration::from_secs(30),
                 lab: LabConfig::default(),
                 log_dir: Some(options.out.join("logs")),
+                extra_args: Vec::new(),
             };
-            let cluster = Cluster::start(options.instances, &args).await?;
-            let result = bench_round(&http, &cluster, &db, options, round).await;
-            cluster.stop().await?;
+            let result = match Cluster::start(options.instances, &args).await {
+                Ok(cluster) => {
+                    let result = bench_round(&http, &cluster, &db, options, round).await;
+                    cluster.stop().await.and(result)
+                }
+                Err(e) => Err(e),
+            };
             db.close().await;
-            if options.database.is_none() {
-                remove_sqlite(&args.database);
-            }
+            scratch.drop().await?;
             let r = result?;
             eprintln!(
                 "bench round {round}: {} {:.0} orders/s ({} orders, {} errors)",
@@ -235,57 +252,19 @@ async fn bench_round(
     round: usize,
 ) -> anyhow::Result<Round> {
     let urls: Arc<Vec<String>> = Arc::new(cluster.urls().to_vec());
-    let now = chrono::Utc::now();
-    let voucher: serde_json::Value = http
-        .post(format!("{}/vouchers", urls[0]))
-        .json(&serde_json::json!({
-            "title": "bench voucher",
-            "stock": options.orders,
-            "begin_time": (now - chrono::Duration::seconds(1)).to_rfc3339(),
-            "end_time": (now + chrono::Duration::hours(1)).to_rfc3339(),
-        }))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let voucher_id = voucher["id"].as_i64().context("no voucher id")?;
-    let base = 15_000_000_000_u64 + (round as u64) * 10_000_000;
+    let voucher_id = open_voucher(http, &urls[0], "bench voucher", options.orders as i64).await?;
+    let first_phone = 15_000_000_000_u64 + (round as u64) * 10_000_000;
     let nothing: Arc<dyn Fn() + Send + Sync> = Arc::new(|| {});
-    let make: MakeRequest = {
-        let urls = Arc::clone(&urls);
-        Arc::new(move |http, i| {
-            http.post(format!("{}/users/login", instance(&urls, i)))
-                .json(&serde_json::json!({ "phone": (base + i as u64).to_string() }))
-        })
-    };
-    let logins = fire(
+    let tokens = log_in(
         http,
+        &urls,
         options.buyers,
+        first_phone,
         options.orders,
-        make,
         Arc::clone(&nothing),
     )
-    .await;
-    let tokens: Arc<Vec<String>> = Arc::new(
-        logins
-            .samples
-            .iter()
-            .map(|s| s.body["token"].as_str().map(str::to_owned))
-            .collect::<Option<_>>()
-            .context("a login failed")?,
-    );
-    let make: MakeRequest = {
-        let urls = Arc::clone(&urls);
-        Arc::new(move |http, i| {
-            http.post(format!(
-                "{}/vouchers/{voucher_id}/seckill",
-                instance(&urls, i)
-            ))
-            .bearer_auth(&tokens[i])
-        })
-    };
-    let load = fire(http, options.buyers, options.orders, make, nothing).await;
+    .await?;
+    let load = buy(http, &urls, options.buyers, voucher_id, tokens, 1, nothing).await;
     let orders = db.orders(voucher_id).await?.len() as i64;
     Ok(Round {
         orders_per_s: orders as f64 / load.elapsed.as_secs_f64().max(1e-9),
@@ -294,16 +273,4 @@ async fn bench_round(
         p50_ms: load.latency_ms(0.5),
         p99_ms: load.latency_ms(0.99),
     })
-}
-
-/// Deletes a scratch SQLite file made by `fresh_sqlite` (and its WAL files).
-fn remove_sqlite(url: &str) {
-    let path = url
-        .trim_start_matches("sqlite://")
-        .split('?')
-        .next()
-        .unwrap_or_default();
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{path}{suffix}"));
-    }
 }

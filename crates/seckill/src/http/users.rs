@@ -1,14 +1,15 @@
-//! Login by phone number and bearer tokens kept in Redis with a TTL (the seed project's
-//! `login:token:` keys, refreshed on every authenticated request).
+//! Login by phone number, and bearer tokens kept in Redis under `login:token:` with a
+//! TTL, refreshed on every authenticated request.
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::{Deserialize, Serialize};
 
-use crate::app::{ApiJson, AppState};
 use crate::error::ApiError;
+use crate::http::extract::{ApiJson, bearer_token};
+use crate::http::id::Id;
+use crate::state::AppState;
 
 const TOKEN_PREFIX: &str = "login:token:";
 
@@ -24,15 +25,15 @@ pub struct LoginRequest {
 pub struct LoginReply {
     /// Send as `Authorization: Bearer <token>`.
     pub token: String,
-    /// The user's id.
-    pub user_id: i64,
+    /// The user's id (a string in JSON).
+    pub user_id: Id,
 }
 
 /// Whether `phone` is a mainland mobile number: `1`, then `3`–`9`, then nine digits
-/// (the seed project's `PHONE_REGEX`, without the regex).
+/// (a mainland China mobile number; checked without a regular expression).
 ///
 /// ```
-/// use seckill::auth::is_valid_phone;
+/// use seckill::http::users::is_valid_phone;
 ///
 /// assert!(is_valid_phone("13800138000"));
 /// assert!(!is_valid_phone("12800138000")); // second digit 2
@@ -58,22 +59,31 @@ pub async fn login(
     let user_id = match inner.db.user_by_phone(&req.phone).await? {
         Some(id) => id,
         None => {
-            let id = inner.ids.next_id("user").await?;
+            let id = state
+                .within_redis_timeout(inner.ids.next_id("user"))
+                .await?;
             let now = chrono::Utc::now().timestamp_millis();
             inner.db.insert_user(id, &req.phone, now).await?
         }
     };
     let token = format!("{:032x}", rand::random::<u128>());
     let mut conn = inner.redis.clone();
-    let ttl = inner.config.token_ttl.as_secs().max(1);
     let () = redis::cmd("SET")
         .arg(format!("{TOKEN_PREFIX}{token}"))
         .arg(user_id)
-        .arg("EX")
-        .arg(ttl)
+        .arg("PX")
+        .arg(token_ttl_ms(&state))
         .query_async(&mut conn)
         .await?;
-    Ok(Json(LoginReply { token, user_id }))
+    Ok(Json(LoginReply {
+        token,
+        user_id: Id(user_id),
+    }))
+}
+
+/// The token lifetime in ms (at most a year: the settings check it).
+fn token_ttl_ms(state: &AppState) -> i64 {
+    state.inner.config.token_ttl.as_millis() as i64
 }
 
 /// The logged-in user, from `Authorization: Bearer <token>`; 401 `UNAUTHORIZED` otherwise.
@@ -87,21 +97,13 @@ impl FromRequestParts<AppState> for CurrentUser {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty() && t.len() <= 128)
-            .ok_or(ApiError::Unauthorized)?;
+        let token = bearer_token(&parts.headers).ok_or(ApiError::Unauthorized)?;
         let key = format!("{TOKEN_PREFIX}{token}");
-        let ttl = state.inner.config.token_ttl.as_secs().max(1);
         let mut conn = state.inner.redis.clone();
-        // Read and refresh in one round trip, as the seed's RefreshTokenInterceptor does.
+        // Read and refresh in one round trip.
         let (user, _): (Option<i64>, i64) = redis::pipe()
             .get(&key)
-            .expire(&key, ttl as i64)
+            .pexpire(&key, token_ttl_ms(state))
             .query_async(&mut conn)
             .await?;
         user.map(CurrentUser).ok_or(ApiError::Unauthorized)

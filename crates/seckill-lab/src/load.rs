@@ -121,3 +121,20 @@ pub async fn fire(
         elapsed,
     }
 }
+
+/// An HTTP client for `clients` concurrent clients (one kept-alive connection each).
+///
+/// # Errors
+///
+/// When the TLS backend cannot be initialised.
+pub fn http_client(clients: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(clients.max(1))
+        .timeout(Duration::from_secs(120))
+        .build()?)
+}
+
+/// Round-robin over the instances by request index.
+pub fn instance(urls: &[String], i: usize) -> &str {
+    &urls[i % urls.len()]
+}

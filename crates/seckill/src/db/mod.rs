@@ -9,10 +9,13 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
+use ferrisson::FencingToken;
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
-use sqlx::{AnyPool, Executor, Row};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
+
+use crate::error::one_line;
+
+pub mod schema;
 
 /// Which database a URL points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,39 +55,13 @@ impl Backend {
         }
     }
 
-    fn migration_sql(self) -> &'static str {
-        match self {
-            Self::Sqlite => include_str!("../migrations/sqlite/0001_init.sql"),
-            Self::Postgres => include_str!("../migrations/postgres/0001_init.sql"),
-            Self::MySql => include_str!("../migrations/mysql/0001_init.sql"),
-        }
-    }
-
     /// `BEGIN IMMEDIATE` on SQLite takes the write lock up front, so a transaction
     /// never fails half-way with `SQLITE_BUSY` when another process wrote meanwhile.
-    fn begin_statement(self) -> &'static str {
+    pub(crate) fn begin_statement(self) -> &'static str {
         match self {
             Self::Sqlite => "BEGIN IMMEDIATE",
             Self::Postgres | Self::MySql => "BEGIN",
         }
-    }
-}
-
-/// The migrations kept in `crates/seckill/migrations/<backend>/`, embedded in the binary.
-#[derive(Debug)]
-struct Embedded(Backend);
-
-impl<'s> MigrationSource<'s> for Embedded {
-    fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
-        Box::pin(async move {
-            Ok(vec![Migration::new(
-                1,
-                Cow::Borrowed("init"),
-                MigrationType::Simple,
-                Cow::Borrowed(self.0.migration_sql()),
-                false,
-            )])
-        })
     }
 }
 
@@ -142,6 +119,9 @@ pub enum OrderOutcome {
     SoldOut,
     /// The unique (user, voucher) index refused a second order.
     Duplicate,
+    /// The order's fencing token is older than one that has written for this user: the
+    /// lock it was taken under had expired. Nothing was written.
+    Stale,
 }
 
 impl Db {
@@ -150,16 +130,36 @@ impl Db {
     /// SQLite connections use WAL and a 10 s busy timeout, so several processes can
     /// share one file: writers queue instead of failing with `database is locked`.
     ///
+    /// One connection is opened first, bounded by `timeout`, so that an unreachable
+    /// server fails at once with its reason ("connection refused"): the pool would
+    /// retry a refused connection until its timeout and report only that it timed out.
+    /// `timeout` then bounds every wait for a pooled connection.
+    ///
     /// # Errors
     ///
     /// When the URL is unsupported, the database is unreachable or a migration fails.
-    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(url)?;
+        let redacted_url = redact(url);
+        match tokio::time::timeout(timeout, AnyConnection::connect(url)).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => anyhow::bail!("cannot open database {redacted_url}: {}", one_line(&e)),
+            Err(_) => anyhow::bail!(
+                "cannot open database {redacted_url}: no answer within {} (--db-timeout)",
+                humantime::format_duration(timeout)
+            ),
+        }
         let sqlite = backend == Backend::Sqlite;
         let pool = AnyPoolOptions::new()
             .max_connections(max_connections.max(1))
-            .acquire_timeout(Duration::from_secs(30))
+            .acquire_timeout(timeout)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if sqlite {
@@ -172,39 +172,24 @@ impl Db {
             })
             .connect(url)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(url)))?;
+            .map_err(|e| {
+                anyhow::anyhow!("cannot open database {redacted_url}: {}", one_line(&e))
+            })?;
         let db = Self {
             pool,
             backend,
-            redacted_url: redact(url),
+            redacted_url,
         };
-        db.migrate().await?;
+        schema::migrate(&db.pool, backend).await?;
+        schema::check(&db.pool, backend)
+            .await
+            .map_err(|e| anyhow::anyhow!("database {}: {e}", db.redacted_url))?;
         Ok(db)
     }
 
     /// The backend this pool talks to.
     pub fn backend(&self) -> Backend {
         self.backend
-    }
-
-    async fn migrate(&self) -> anyhow::Result<()> {
-        let migrator = Migrator::new(Embedded(self.backend)).await?;
-        // Several instances may start on one database at once; the migrator's lock
-        // (advisory lock on PostgreSQL/MySQL) lets one apply, the rest see it applied.
-        // SQLite has no such lock: a racing instance may fail on "table exists" and is
-        // retried once the winner has committed.
-        let mut attempt = 0;
-        loop {
-            match migrator.run(&self.pool).await {
-                Ok(()) => return Ok(()),
-                Err(e) if self.backend == Backend::Sqlite && attempt < 20 => {
-                    attempt += 1;
-                    tracing::debug!(error = %e, "migration raced another instance; retrying");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
     }
 
     /// `sql` with `?` placeholders rewritten for the backend.
@@ -322,7 +307,7 @@ impl Db {
         .transpose()
     }
 
-    /// How many orders `user_id` has for `voucher_id` (the seed's one-per-user check).
+    /// How many orders `user_id` has for `voucher_id` (the one-order-per-user check).
     ///
     /// # Errors
     ///
@@ -338,14 +323,44 @@ impl Db {
             .try_get(0)
     }
 
-    /// In one transaction: `UPDATE ... SET stock = stock - 1 WHERE id = ? AND stock > 0`,
-    /// then insert the order; committed before this returns.
+    /// In one transaction: with a fencing token, `UPDATE users SET order_fence = token
+    /// WHERE id = ? AND order_fence <= token` (refused as [`OrderOutcome::Stale`] when a
+    /// newer holder of the user's order lock has written); then `UPDATE ... SET stock =
+    /// stock - 1 WHERE id = ? AND stock > 0`, then the insert; committed before this
+    /// returns.
     ///
     /// # Errors
     ///
-    /// Database errors other than the unique (user, voucher) index refusing the order.
-    pub async fn create_order(&self, order: &OrderRow) -> Result<OrderOutcome, sqlx::Error> {
+    /// Database errors other than the unique (user, voucher) index refusing the order,
+    /// and a token beyond `i64::MAX` (a column is a signed 64-bit integer).
+    pub async fn create_order(
+        &self,
+        order: &OrderRow,
+        fence: Option<FencingToken>,
+    ) -> Result<OrderOutcome, sqlx::Error> {
+        let fence = fence
+            .map(|token| {
+                i64::try_from(token.get()).map_err(|_| {
+                    sqlx::Error::Encode(format!("fencing token {token} is beyond i64").into())
+                })
+            })
+            .transpose()?;
         let mut tx = self.pool.begin_with(self.backend.begin_statement()).await?;
+        if let Some(token) = fence {
+            let fenced =
+                self.sql("UPDATE users SET order_fence = ? WHERE id = ? AND order_fence <= ?");
+            let done = sqlx::query(&fenced)
+                .bind(token)
+                .bind(order.user_id)
+                .bind(token)
+                .execute(&mut *tx)
+                .await?;
+            // (MySQL counts matched rows here too: sqlx connects with CLIENT_FOUND_ROWS.)
+            if done.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Ok(OrderOutcome::Stale);
+            }
+        }
         let update =
             self.sql("UPDATE seckill_voucher SET stock = stock - 1 WHERE id = ? AND stock > 0");
         let done = sqlx::query(&update)
@@ -376,6 +391,20 @@ impl Db {
         }
         tx.commit().await?;
         Ok(OrderOutcome::Created)
+    }
+
+    /// The user's order fence: the highest fencing token that has written an order.
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub async fn order_fence(&self, user_id: i64) -> Result<Option<i64>, sqlx::Error> {
+        let sql = self.sql("SELECT order_fence FROM users WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.try_get(0)).transpose()
     }
 
     /// The orders of a voucher, oldest first.
@@ -418,31 +447,6 @@ impl Db {
             .fetch_one(&self.pool)
             .await?
             .try_get(0)
-    }
-
-    /// Drops the unique (user, voucher) index, so that only the lock keeps one order per
-    /// user. For the lab's own scratch database only.
-    ///
-    /// # Errors
-    ///
-    /// Database errors.
-    pub async fn drop_unique_order_index(&self) -> Result<(), sqlx::Error> {
-        let sql = match self.backend {
-            Backend::MySql => "DROP INDEX voucher_order_user_voucher ON voucher_order",
-            Backend::Sqlite | Backend::Postgres => {
-                "DROP INDEX IF EXISTS voucher_order_user_voucher"
-            }
-        };
-        match sqlx::query(sql).execute(&self.pool).await {
-            Ok(_) => Ok(()),
-            // MySQL has no IF EXISTS here: "can't drop; check that it exists".
-            Err(sqlx::Error::Database(e))
-                if self.backend == Backend::MySql && e.code().as_deref() == Some("42000") =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// Sets the lab's database stock row (`db-optimistic`) to `stock`, sold 0.

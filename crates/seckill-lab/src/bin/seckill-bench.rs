@@ -1,0 +1,67 @@
+//! `seckill-bench`: orders per second of the voucher flows (no-lock floor, lock, lua).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use seckill_lab::BenchOptions;
+
+/// Measures orders per second of the flash-sale order flows: two `seckill serve`
+/// processes, 1,000 concurrent buyers, the no-lock flow as the floor next to the lock
+/// and Lua flows, in one run.
+#[derive(Debug, Parser)]
+#[command(name = "seckill-bench", version)]
+struct Cli {
+    /// Instances to start.
+    #[arg(long, default_value_t = 2)]
+    instances: usize,
+    /// Concurrent buyers.
+    #[arg(long, default_value_t = 1000)]
+    buyers: usize,
+    /// Orders per round (users buying once each, and the stock).
+    #[arg(long, default_value_t = 5000)]
+    orders: usize,
+    /// Rounds per flow; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Use this Redis instead of starting one.
+    #[arg(long = "url", visible_alias = "redis", value_name = "URL")]
+    redis: Option<String>,
+    /// A PostgreSQL or MySQL/MariaDB server to run on instead of a SQLite file: each
+    /// round gets a schema (PostgreSQL) or database (MySQL) of its own there, dropped
+    /// after it.
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
+    /// Where bench.json goes (default: the cargo target directory's `lab/`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    seckill::logging::init("warn");
+    match bench(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("seckill-bench: {}", seckill::error::one_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bench(cli: Cli) -> anyhow::Result<()> {
+    let options = BenchOptions {
+        instances: cli.instances,
+        buyers: cli.buyers,
+        orders: cli.orders,
+        rounds: cli.rounds,
+        redis: cli.redis,
+        database: cli.database,
+        out: cli.out.unwrap_or_else(seckill_lab::default_out),
+        ..BenchOptions::new(seckill_lab::seckill_binary()?)
+    };
+    let report = seckill_lab::bench(&options).await?;
+    println!("{}", report.markdown());
+    Ok(())
+}

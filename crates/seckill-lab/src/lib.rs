@@ -1,0 +1,33 @@
+//! # seckill-lab
+//!
+//! The oversell lab and the flash-sale benchmark: the only part of the shop that starts
+//! servers. It starts Redis servers (through `ferrisson-testkit`) and several `seckill
+//! serve` processes, fires a load at every variant of `POST /lab/deduct/{variant}` and at
+//! the voucher order flows, checks the invariants in Redis and the database, and writes a
+//! table, a JSON report and a chart.
+//!
+//! - [`run`]: the lab (`seckill-lab`, or `./lab` at the repository root).
+//! - [`bench`]: orders per second of the voucher flows (`seckill-bench`).
+//! - [`Cluster`]: `seckill serve` processes on free ports, stopped with SIGTERM.
+//! - [`fire`]: the load generator.
+
+mod bench;
+mod cluster;
+mod expect;
+mod load;
+mod options;
+mod paths;
+mod report;
+mod run;
+mod scratch;
+mod servers;
+mod shop;
+
+pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
+pub use cluster::{Cluster, InstanceArgs};
+pub use expect::{Verdict, expected, verdict};
+pub use load::{LoadResult, MakeRequest, Sample, fire, http_client, instance};
+pub use options::LabOptions;
+pub use paths::{default_out, seckill_binary};
+pub use report::{Report, VariantRow, VoucherRow};
+pub use run::run;

@@ -1,0 +1,279 @@
+//! The lab: starts Redis servers and `seckill serve` processes, fires the load (by
+//! default 200 clients at once, 4 requests each) at every variant, checks the invariants
+//! in Redis and the database, then runs the voucher scenario with the lock flow, the
+//! same flow without the lock, and the Lua flow.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use seckill::OrderFlow;
+use seckill::db::Db;
+use seckill::oversell::{LabState, Variant};
+
+use crate::cluster::{Cluster, InstanceArgs};
+use crate::expect::expected;
+use crate::load::{LoadResult, MakeRequest, fire, http_client, instance};
+use crate::options::LabOptions;
+use crate::report::{Report, VariantRow, VoucherRow};
+use crate::scratch::ScratchDb;
+use crate::servers::start_servers;
+use crate::shop::{buy, log_in, open_voucher};
+
+fn progress_bar(enabled: bool, len: u64) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Runs the lab and writes `report.json`, `table.txt` and `chart.svg` under `out`.
+///
+/// # Errors
+///
+/// When a setting is invalid, a Redis server, the database or an instance cannot be
+/// started, or a request to set up a run fails. A variant that misbehaves is not an
+/// error: it is the lab's result.
+pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
+    options.validate()?;
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("cannot create {}", options.out.display()))?;
+    let (redis_url, _main) = match &options.redis {
+        Some(url) => (url.clone(), None),
+        None => {
+            let (urls, own) = start_servers(1)?;
+            (urls[0].clone(), Some(own))
+        }
+    };
+    let needs_redlock = options.variants.contains(&Variant::Redlock);
+    let (redlock, _redlock_servers) = if !options.redlock_redis.is_empty() || !needs_redlock {
+        (options.redlock_redis.clone(), None)
+    } else {
+        let (urls, own) = start_servers(seckill::settings::MIN_REDLOCK_SERVERS)?;
+        (urls, Some(own))
+    };
+    let scratch =
+        ScratchDb::create(options.database.as_deref(), &options.out, "seckill_lab").await?;
+    let result = run_on(options, &scratch, redis_url, redlock).await;
+    let dropped = scratch.drop().await;
+    let report = result?;
+    dropped?;
+    Ok(report)
+}
+
+async fn run_on(
+    options: &LabOptions,
+    scratch: &ScratchDb,
+    redis_url: String,
+    redlock: Vec<String>,
+) -> anyhow::Result<Report> {
+    let db = scratch.open().await?;
+    // The voucher scenario shows what each order flow does alone: no unique index
+    // behind it. On the lab's own database only.
+    scratch.without_unique_order_index().await?;
+
+    let instance_args = InstanceArgs {
+        binary: options.binary.clone(),
+        redis: redis_url,
+        database: scratch.url().to_owned(),
+        redlock,
+        order_flow: OrderFlow::Lock,
+        watchdog_lease: options.watchdog_lease,
+        lab: options.lab.clone(),
+        log_dir: Some(options.out.join("logs")),
+        extra_args: Vec::new(),
+    };
+    let total = options.clients * options.loops;
+    let voucher_requests = if options.vouchers {
+        3 * (options.users + options.users * options.attempts)
+    } else {
+        0
+    };
+    let bar = progress_bar(
+        options.progress,
+        (options.variants.len() * total + voucher_requests) as u64,
+    );
+    let http = http_client(options.clients)?;
+
+    let cluster = Cluster::start(options.instances, &instance_args).await?;
+    let mut rows = Vec::new();
+    for &variant in &options.variants {
+        bar.set_message(variant.name());
+        match run_variant(&http, &cluster, options, variant, &bar).await {
+            Ok(row) => rows.push(row),
+            Err(e) => {
+                let _ = cluster.stop().await;
+                return Err(e);
+            }
+        }
+    }
+
+    let mut vouchers = Vec::new();
+    if options.vouchers {
+        bar.set_message("vouchers, lock");
+        let lock = run_vouchers(&http, &cluster, &db, options, OrderFlow::Lock, &bar).await;
+        cluster.stop().await?;
+        vouchers.push(lock?);
+        for flow in [OrderFlow::NoLock, OrderFlow::Lua] {
+            let other = Cluster::start(
+                options.instances,
+                &InstanceArgs {
+                    order_flow: flow,
+                    ..instance_args.clone()
+                },
+            )
+            .await?;
+            bar.set_message(format!("vouchers, {}", flow.name()));
+            let row = run_vouchers(&http, &other, &db, options, flow, &bar).await;
+            other.stop().await?;
+            vouchers.push(row?);
+        }
+    } else {
+        cluster.stop().await?;
+    }
+    bar.finish_and_clear();
+    db.close().await;
+
+    let report = Report::new(options, scratch.backend(), rows, vouchers);
+    report.write(&options.out)?;
+    Ok(report)
+}
+
+async fn run_variant(
+    http: &reqwest::Client,
+    cluster: &Cluster,
+    options: &LabOptions,
+    variant: Variant,
+    bar: &ProgressBar,
+) -> anyhow::Result<VariantRow> {
+    let urls: Arc<Vec<String>> = Arc::new(cluster.urls().to_vec());
+    let reset = http
+        .post(format!("{}/lab/stock", urls[0]))
+        .json(&serde_json::json!({ "stock": options.stock }))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        reset.status().is_success(),
+        "POST /lab/stock failed: {}",
+        reset.status()
+    );
+    let make: MakeRequest = {
+        let urls = Arc::clone(&urls);
+        Arc::new(move |http, i| {
+            http.post(format!(
+                "{}/lab/deduct/{}",
+                instance(&urls, i),
+                variant.name()
+            ))
+        })
+    };
+    let progress = bar.clone();
+    let load = fire(
+        http,
+        options.clients,
+        options.clients * options.loops,
+        make,
+        Arc::new(move || progress.inc(1)),
+    )
+    .await;
+    let state: LabState = http
+        .get(format!("{}/lab/stock", urls[0]))
+        .send()
+        .await?
+        .error_for_status()
+        .context("GET /lab/stock")?
+        .json()
+        .await?;
+    // A fault is injected when its holder comes while stock is left.
+    let faults = options.lab.fault_at != 0 && options.lab.fault_at <= options.stock as u64;
+    let expected = expected(variant, options.instances, faults);
+    Ok(VariantRow::new(
+        variant,
+        expected,
+        options.stock,
+        &load,
+        &state,
+    ))
+}
+
+/// Counts of reply codes (`created` for an order, else the error code).
+fn reply_codes(load: &LoadResult) -> BTreeMap<String, usize> {
+    let mut codes = BTreeMap::new();
+    for s in &load.samples {
+        let code = match (s.status, s.body.get("code").and_then(|c| c.as_str())) {
+            (Some(200), _) => "created".to_owned(),
+            (_, Some(code)) => code.to_owned(),
+            (Some(status), None) => format!("HTTP {status}"),
+            (None, None) => "transport error".to_owned(),
+        };
+        *codes.entry(code).or_insert(0) += 1;
+    }
+    codes
+}
+
+async fn run_vouchers(
+    http: &reqwest::Client,
+    cluster: &Cluster,
+    db: &Db,
+    options: &LabOptions,
+    flow: OrderFlow,
+    bar: &ProgressBar,
+) -> anyhow::Result<VoucherRow> {
+    let urls: Arc<Vec<String>> = Arc::new(cluster.urls().to_vec());
+    let title = format!("lab voucher ({} flow)", flow.name());
+    let voucher_id = open_voucher(http, &urls[0], &title, options.stock).await?;
+
+    // Log every buyer in; phone numbers differ per scenario so the users are fresh.
+    let first_phone: u64 = match flow {
+        OrderFlow::Lock => 13_100_000_000,
+        OrderFlow::NoLock => 13_200_000_000,
+        OrderFlow::Lua => 13_300_000_000,
+    };
+    let progress = bar.clone();
+    let on_done: Arc<dyn Fn() + Send + Sync> = Arc::new(move || progress.inc(1));
+    let tokens = log_in(
+        http,
+        &urls,
+        options.clients,
+        first_phone,
+        options.users,
+        Arc::clone(&on_done),
+    )
+    .await?;
+    // Each buyer's attempts are adjacent, so they run at once on different instances.
+    let attempts = options.attempts.max(1);
+    let load = buy(
+        http,
+        &urls,
+        options.clients,
+        voucher_id,
+        tokens,
+        attempts,
+        on_done,
+    )
+    .await;
+    let orders = db.orders(voucher_id).await?;
+    let stock_left = db.voucher(voucher_id).await?.map_or(0, |v| v.stock);
+    let duplicates = db.users_with_several_orders(voucher_id).await?;
+    Ok(VoucherRow {
+        order_flow: flow,
+        users: options.users,
+        attempts,
+        requests: load.samples.len(),
+        stock: options.stock,
+        orders: orders.len() as i64,
+        users_with_two_orders: duplicates,
+        stock_left,
+        replies: reply_codes(&load),
+        throughput: load.throughput(),
+        p50_ms: load.latency_ms(0.5),
+        p99_ms: load.latency_ms(0.99),
+    })
+}

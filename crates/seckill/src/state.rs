@@ -1,0 +1,225 @@
+//! The state every handler shares: the stores, the locks and the settings.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ferrisson::{Client, IdGenerator, Rate, RateDecision, TlsConfig};
+use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates};
+
+use crate::db::Db;
+use crate::error::ApiError;
+use crate::oversell::Lab;
+use crate::redis_conn::RedisConn;
+use crate::settings::{ServeConfig, TlsFiles};
+
+/// The state every handler shares (cheap to clone).
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: Db,
+    pub(crate) redis: RedisConn,
+    pub(crate) locks: Client,
+    pub(crate) ids: IdGenerator,
+    pub(crate) config: ServeConfig,
+    pub(crate) lab: Lab,
+    /// The limit on one user's buy attempts; `None`: no limit.
+    pub(crate) buy_limit: Option<Rate>,
+}
+
+/// The TLS settings read from their files: PEM bytes.
+#[derive(Default)]
+struct TlsPems {
+    ca: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+    insecure: bool,
+}
+
+fn read_pem(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))
+}
+
+impl TlsPems {
+    fn read(files: &TlsFiles) -> anyhow::Result<Self> {
+        let ca = files
+            .ca_cert
+            .as_deref()
+            .map(|p| read_pem(p, "--cacert"))
+            .transpose()?;
+        let client = match (&files.cert, &files.key) {
+            (Some(cert), Some(key)) => Some((read_pem(cert, "--cert")?, read_pem(key, "--key")?)),
+            (None, None) => None,
+            _ => anyhow::bail!("--cert and --key go together"),
+        };
+        Ok(Self {
+            ca,
+            client,
+            insecure: files.insecure,
+        })
+    }
+
+    /// The settings for ferrisson clients of `url`; none for a plain `redis://` URL.
+    fn for_ferrisson(&self, url: &str) -> Option<TlsConfig> {
+        if !url.starts_with("rediss://") {
+            return None;
+        }
+        let mut tls = TlsConfig::new().danger_accept_invalid_certificates(self.insecure);
+        if let Some(ca) = &self.ca {
+            tls = tls.ca_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &self.client {
+            tls = tls.client_certificate(cert.clone(), key.clone());
+        }
+        Some(tls)
+    }
+
+    /// The redis-rs client of the service's own connection to `url`.
+    fn redis_client(&self, url: &str) -> anyhow::Result<redis::Client> {
+        let info = url
+            .into_connection_info()
+            .context("cannot parse the redis url")?;
+        let ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+            ..
+        } = info.addr().clone()
+        else {
+            return Ok(redis::Client::open(info)?);
+        };
+        let info = info.set_addr(ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: insecure || self.insecure,
+            tls_params: None,
+        });
+        let certificates = TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca.clone(),
+        };
+        Ok(redis::Client::build_with_tls(info, certificates)?)
+    }
+}
+
+/// A ferrisson client for `url` with the service's timeouts and TLS settings.
+async fn ferrisson_client(
+    url: &str,
+    config: &ServeConfig,
+    tls: &TlsPems,
+) -> ferrisson::Result<Client> {
+    let mut builder = Client::builder(url)
+        .connect_timeout(config.redis_timeout)
+        .response_timeout(config.redis_timeout)
+        .watchdog_lease(config.watchdog_lease);
+    if let Some(tls) = tls.for_ferrisson(url) {
+        builder = builder.tls(tls);
+    }
+    builder.connect().await
+}
+
+impl AppState {
+    /// Checks the settings, then connects to Redis (and the redlock servers) and the
+    /// database, running migrations and checking the schema.
+    ///
+    /// # Errors
+    ///
+    /// When a setting is invalid, a store cannot be reached, or the database's schema
+    /// lacks what the service relies on.
+    pub async fn connect(config: ServeConfig) -> anyhow::Result<Self> {
+        config.validate()?;
+        let tls = TlsPems::read(&config.tls)?;
+        // First: it also installs the rustls provider that the service's own TLS
+        // connection below needs.
+        let locks = ferrisson_client(&config.redis, &config, &tls).await?;
+        let redis = RedisConn::connect(tls.redis_client(&config.redis)?, config.redis_timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!("redis: {}", crate::error::one_line(&e)))?;
+        let db = Db::connect(&config.database, config.db_connections, config.db_timeout).await?;
+        let mut redlock_clients = Vec::new();
+        for url in &config.redlock {
+            redlock_clients.push(ferrisson_client(url, &config, &tls).await?);
+        }
+        let lab = Lab::new(&config.lab, &locks, &redlock_clients)?;
+        let ids = locks.id_generator();
+        let buy_limit = config.buy_limit()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db,
+                redis,
+                locks,
+                ids,
+                config,
+                lab,
+                buy_limit,
+            }),
+        })
+    }
+
+    /// The database handle.
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// The service's settings.
+    pub fn config(&self) -> &ServeConfig {
+        &self.inner.config
+    }
+
+    /// Runs `work` (Redis calls through the ferrisson client) within the service's Redis
+    /// timeout: a hung or unreachable Redis makes the request answer 503 in time, not
+    /// when the client gives up.
+    pub(crate) async fn within_redis_timeout<T, E>(
+        &self,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, ApiError>
+    where
+        ApiError: From<E>,
+    {
+        let timeout = self.inner.config.redis_timeout;
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result.map_err(ApiError::from),
+            Err(_) => Err(redis_timed_out(timeout)),
+        }
+    }
+}
+
+impl AppState {
+    /// Counts one buy attempt of `user_id` against `--buy-rate`, shared by every
+    /// instance on the same Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`ApiError::RateLimited`] over the limit, [`ApiError::Unavailable`] when Redis
+    /// does not answer in time.
+    pub(crate) async fn count_buy_attempt(&self, user_id: i64) -> Result<(), ApiError> {
+        let Some(rate) = self.inner.buy_limit else {
+            return Ok(());
+        };
+        let limiter = self
+            .inner
+            .locks
+            .rate_limiter(&format!("seckill:buy:{user_id}"), rate)?;
+        match self.within_redis_timeout(limiter.try_acquire(1)).await? {
+            RateDecision::Allowed { .. } => Ok(()),
+            RateDecision::Denied { retry_after } => Err(ApiError::RateLimited { retry_after }),
+        }
+    }
+}
+
+fn redis_timed_out(timeout: Duration) -> ApiError {
+    ApiError::Unavailable(format!(
+        "redis: no reply within the service's redis timeout ({})",
+        humantime::format_duration(timeout)
+    ))
+}
