@@ -288,12 +288,17 @@ fn client_settings_never_panic() {
                     .connect()
                     .await;
                 let valid = !connect.is_zero() && !response.is_zero() && lease_is_valid(lease);
+                // Below these, a real connect on a busy machine may run out of time; at or
+                // above them it must succeed.
+                let generous =
+                    connect >= Duration::from_secs(5) && response >= Duration::from_secs(5);
                 match &result {
                     Ok(_) => prop_assert!(valid),
                     Err(Error::InvalidArgument(_)) => prop_assert!(!valid),
-                    // A valid connect timeout may be too short for a real connect.
-                    Err(Error::Connect { .. }) => {
-                        prop_assert!(valid && connect < Duration::from_millis(100), "{result:?}");
+                    // A valid but short timeout may be too short for a real connect (the
+                    // handshake runs under both the connect and the response timeout).
+                    Err(Error::Connect { .. } | Error::Redis(_)) => {
+                        prop_assert!(valid && !generous, "{result:?}");
                     }
                     Err(other) => prop_assert!(false, "{other:?}"),
                 }
