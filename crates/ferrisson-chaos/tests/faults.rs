@@ -278,11 +278,13 @@ async fn memory_full_noeviction() {
 
 /// The waiter of the three primitive scenarios sleeps for the holder's remaining TTL or
 /// lease: it must take over promptly once the holder's own deadline passed (a renewal
-/// that reached the server just before the cut can add up to a third of the lease).
+/// that reached the server just before the cut can add up to a third of the lease). The
+/// bound tells that apart from a waiter that only woke at its own deadline (10 leases
+/// after it started waiting), with room for a machine busy with other work.
 fn assert_prompt_handover(r: &ScenarioReport) {
     let handover = r.counters.measures["handover_after_holder_deadline"];
     assert!(
-        Duration::from_millis(handover) <= Config::new(0).lease + Duration::from_millis(500),
+        Duration::from_millis(handover) <= Config::new(0).lease * 4,
         "the waiter took over {handover} ms after the holder's deadline"
     );
 }
