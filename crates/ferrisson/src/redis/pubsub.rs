@@ -20,6 +20,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use crate::api::error::{Error, Result};
 use crate::observe::metrics;
 use crate::redis::connection::Connection;
+use crate::redis::connection::push::{PushHandler, PushTarget};
 
 #[derive(Default)]
 struct Channels {
@@ -57,31 +58,23 @@ pub(crate) struct Subscriptions {
     ops_rx: Mutex<Option<mpsc::UnboundedReceiver<Op>>>,
 }
 
-/// What every connection that carries the client's subscriptions hands its push
-/// messages to: releases wake local waiters, a disconnection wakes them all. Cheap to
-/// clone: a topology that opens new connections (a failover, a cluster node) installs a
-/// clone on each.
-#[derive(Clone)]
-pub(crate) struct PushHandler {
+/// What the connections hand push messages to: releases wake local waiters, a
+/// disconnection wakes them all.
+struct Dispatch {
     shared: Shared,
     ops: mpsc::UnboundedSender<Op>,
 }
 
-impl PushHandler {
-    /// The subscription connection was replaced by one to another server: every waiter
-    /// may have missed a message, and every channel must be subscribed there.
-    pub(crate) fn connection_replaced(&self) {
-        wake_all(&self.shared);
-        let _ = self.ops.send(Op::ResubscribeAll);
-    }
-}
-
-impl redis::aio::AsyncPushSender for PushHandler {
-    fn send(&self, push: PushInfo) -> std::result::Result<(), redis::aio::SendError> {
+impl PushTarget for Dispatch {
+    fn push(&self, push: PushInfo) {
         if let Some(dropped) = dispatch(&self.shared, &push) {
             let _ = self.ops.send(Op::Resubscribe(dropped));
         }
-        Ok(())
+    }
+
+    fn connection_replaced(&self) {
+        wake_all(&self.shared);
+        let _ = self.ops.send(Op::ResubscribeAll);
     }
 }
 
@@ -90,10 +83,10 @@ impl Subscriptions {
     pub(crate) fn new() -> (Self, PushHandler) {
         let shared: Shared = Arc::default();
         let (ops, ops_rx) = mpsc::unbounded_channel();
-        let handler = PushHandler {
+        let handler = PushHandler::new(Dispatch {
             shared: Arc::clone(&shared),
             ops: ops.clone(),
-        };
+        });
         let subscriptions = Self {
             shared,
             ops,

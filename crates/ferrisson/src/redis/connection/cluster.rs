@@ -31,7 +31,7 @@ use redis::{
 };
 
 use crate::api::error::{Error, Result};
-use crate::redis::pubsub::PushHandler;
+use crate::redis::connection::push::PushHandler;
 use crate::redis::slot::key_slot;
 use crate::redis::tls::TlsConfig;
 

@@ -33,6 +33,7 @@ use crate::api::error::{Error, Result};
 use crate::redis::scripts::{Invocation, LuaScript, ScriptCall};
 
 pub(crate) mod cluster;
+pub(crate) mod push;
 pub(crate) mod sentinel;
 
 use cluster::ClusterNodes;

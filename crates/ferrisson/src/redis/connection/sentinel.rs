@@ -16,7 +16,7 @@ use redis::{ConnectionAddr, ConnectionInfo, TlsMode};
 use tokio::sync::Mutex;
 
 use crate::api::error::{Error, Result};
-use crate::redis::pubsub::PushHandler;
+use crate::redis::connection::push::PushHandler;
 use crate::redis::tls::TlsConfig;
 
 /// Credentials for the sentinels themselves (the URL's are the data servers').
