@@ -2,13 +2,19 @@
 //! itself (`--topology sentinel|cluster`): the service's own Redis use (the lab's stock,
 //! its scripts and pipelines, login tokens, the Lua order flow, the rate limiter) and the
 //! hand-made locks run there, and every variant shows the verdict it shows on one server
-//! (`lab.rs` checks one server against the same expectations).
+//! (`lab.rs` checks one server against the same expectations). And the service's own
+//! connection follows a Sentinel failover.
+
+mod common;
 
 use std::time::Duration;
 
+use ferrisson_testkit::SentinelGroup;
 use seckill::OrderFlow;
 use seckill::oversell::{LabConfig, Variant};
-use seckill_lab::{LabOptions, Report, Topology, Verdict};
+use seckill_lab::{Cluster, InstanceArgs, LabOptions, Report, Topology, Verdict};
+
+use common::{TestDb, call, http};
 
 /// A small lab: every variant, few clients, a short voucher scenario.
 fn small(out: &std::path::Path, topology: Topology) -> LabOptions {
@@ -96,4 +102,76 @@ async fn verdicts_on_sentinel_and_cluster_are_those_of_one_server() {
             "report.json names the topology"
         );
     }
+}
+
+/// The lab's stock and sold counter, read through the service.
+async fn lab_stock(http: &reqwest::Client, base: &str) -> (i64, i64) {
+    let (status, state) = call(http.get(format!("{base}/lab/stock"))).await;
+    assert_eq!(status, 200, "{state}");
+    (
+        state["stock"].as_i64().expect("stock"),
+        state["sold"].as_i64().expect("sold"),
+    )
+}
+
+async fn deduct(http: &reqwest::Client, base: &str) {
+    let (status, reply) = call(http.post(format!("{base}/lab/deduct/lua-atomic"))).await;
+    assert_eq!(
+        (status, &reply["sold"]),
+        (200, &serde_json::json!(true)),
+        "{reply}"
+    );
+}
+
+/// A `SENTINEL FAILOVER` while an instance runs: the instance's connection to the old
+/// master is closed and that server now refuses writes (`READONLY`); the next requests
+/// find the new master through the sentinels, and the stock written before is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_follows_a_sentinel_failover() {
+    let group =
+        tokio::task::spawn_blocking(|| SentinelGroup::builder().master_name("shop").start())
+            .await
+            .expect("join")
+            .expect("a sentinel group");
+    let db = TestDb::sqlite();
+    let args = InstanceArgs {
+        redis: group.url(),
+        ..common::instance_args(&group.servers()[0], &db.url, OrderFlow::Lock)
+    };
+    let instance = Cluster::start(1, &args)
+        .await
+        .expect("an instance on the group");
+    let base = instance.urls()[0].clone();
+    let http = http();
+
+    let (status, body) = call(
+        http.post(format!("{base}/lab/stock"))
+            .json(&serde_json::json!({ "stock": 10 })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    deduct(&http, &base).await;
+    assert_eq!(lab_stock(&http, &base).await, (9, 1));
+
+    let (group, promoted) = tokio::task::spawn_blocking(move || {
+        let promoted = group.failover();
+        (group, promoted)
+    })
+    .await
+    .expect("join");
+    assert_ne!(promoted.expect("failover"), 0, "a replica took over");
+
+    // A read first (sent again by itself when it finds the connection closed), then
+    // writes, each answered by the new master.
+    assert_eq!(lab_stock(&http, &base).await, (9, 1));
+    for _ in 0..3 {
+        deduct(&http, &base).await;
+    }
+    assert_eq!(lab_stock(&http, &base).await, (6, 4));
+    let stock = tokio::task::block_in_place(|| {
+        group.servers()[group.master().expect("master")].command(&["GET", "{lab}:stock"])
+    })
+    .expect("GET on the new master");
+    assert_eq!(stock, "6");
+    instance.stop().await.expect("clean stop");
 }
