@@ -1,7 +1,8 @@
 //! # seckill-lab
 //!
 //! The oversell lab and the flash-sale benchmark: the only part of the shop that starts
-//! servers. It starts Redis servers (through `ferrisson-testkit`) and several `seckill
+//! servers. It starts Redis (one server, a Sentinel group or a Redis Cluster: see
+//! [`Topology`], through `ferrisson-testkit`) and several `seckill
 //! serve` processes, fires a load at every variant of `POST /lab/deduct/{variant}` and at
 //! the voucher order flows, checks the invariants in Redis and the database, and writes a
 //! table, a JSON report and a chart.
@@ -22,6 +23,7 @@ mod run;
 mod scratch;
 mod servers;
 mod shop;
+mod topology;
 
 pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
 pub use cluster::{Cluster, InstanceArgs};
@@ -31,3 +33,4 @@ pub use options::LabOptions;
 pub use paths::{default_out, seckill_binary};
 pub use report::{Report, VariantRow, VoucherRow};
 pub use run::run;
+pub use topology::Topology;

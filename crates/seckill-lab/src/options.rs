@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use seckill::oversell::{LabConfig, Variant};
 
+use crate::topology::Topology;
+
 /// Everything the lab can be told: the `seckill-lab` flags.
 ///
 /// ```no_run
@@ -47,7 +49,13 @@ pub struct LabOptions {
     /// Variants to run, comma-separated, in this order.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_variant, default_values_t = Variant::ALL)]
     pub variants: Vec<Variant>,
-    /// Use this Redis instead of starting one (the lab overwrites its `lab:*` keys).
+    /// What Redis the lab starts and every instance uses: one server, a Sentinel group
+    /// (1 master, 2 replicas, 3 sentinels) or a Redis Cluster (3 masters, 3 replicas).
+    /// The redlock variant always runs on three separate servers of its own.
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = Topology::Single, conflicts_with = "redis")]
+    pub topology: Topology,
+    /// Use this Redis instead of starting one: redis://..., redis+sentinel://.../NAME
+    /// or redis+cluster://... (the lab overwrites its `{lab}:*` keys there).
     #[arg(long = "url", visible_alias = "redis", value_name = "URL")]
     pub redis: Option<String>,
     /// Use these Redis servers for the redlock variant instead of starting three (give
@@ -102,6 +110,7 @@ impl LabOptions {
             stock: 200,
             instances: 2,
             variants: Variant::ALL.to_vec(),
+            topology: Topology::Single,
             redis: None,
             redlock_redis: Vec::new(),
             database: None,
@@ -113,6 +122,13 @@ impl LabOptions {
             progress: true,
             lab: LabConfig::default(),
         }
+    }
+
+    /// The topology the instances use: `--url`'s when given, else `--topology`.
+    pub fn redis_topology(&self) -> Topology {
+        self.redis
+            .as_deref()
+            .map_or(self.topology, Topology::of_url)
     }
 
     /// Checks the settings before anything starts.
@@ -177,8 +193,13 @@ mod tests {
             "--no-vouchers",
             "--lab-lease",
             "300ms",
+            "--topology",
+            "cluster",
         ])
         .expect("parse");
+        assert_eq!(parsed.topology, crate::Topology::Cluster);
+        assert!(parse(&["--topology", "ring"]).is_err());
+        assert!(parse(&["--topology", "sentinel", "--url", "redis://h"]).is_err());
         assert_eq!(parsed.variants.len(), 2);
         assert!(!parsed.vouchers);
         assert_eq!(parsed.lab.lease, std::time::Duration::from_millis(300));

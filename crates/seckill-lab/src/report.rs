@@ -14,6 +14,7 @@ use seckill::oversell::{LabState, Variant};
 use crate::expect::{Verdict, verdict};
 use crate::load::LoadResult;
 use crate::options::LabOptions;
+use crate::topology::Topology;
 
 /// One variant's line of the table.
 #[derive(Debug, Clone, Serialize)]
@@ -50,7 +51,7 @@ pub struct VariantRow {
     pub p99_ms: f64,
     /// What the injected faults did.
     pub faults: Vec<String>,
-    /// `lab:lock` at the end: present, and its TTL (none: no expiry).
+    /// `{lab}:lock` at the end: present, and its TTL (none: no expiry).
     pub lock_left: Option<Option<i64>>,
     /// `watchdog`: the lock's TTL (ms) sampled during each stall.
     pub ttl_samples: Vec<Vec<i64>>,
@@ -136,6 +137,10 @@ pub struct Report {
     pub finished_at: String,
     /// Database backend used.
     pub database: &'static str,
+    /// What Redis the instances used: one server, a Sentinel group or a Redis Cluster.
+    pub topology: Topology,
+    /// That Redis in words: what the lab started, or the `--url` it was given.
+    pub redis: String,
     /// Instances started.
     pub instances: usize,
     /// Concurrent clients.
@@ -166,9 +171,16 @@ impl Report {
         variants: Vec<VariantRow>,
         vouchers: Vec<VoucherRow>,
     ) -> Self {
+        let topology = options.redis_topology();
+        let redis = match &options.redis {
+            Some(url) => format!("{topology}, given: {}", seckill::db::redact(url)),
+            None => format!("{topology}: {}, started by the lab", topology.started()),
+        };
         Self {
             finished_at: chrono::Utc::now().to_rfc3339(),
             database: backend.name(),
+            topology,
+            redis,
             instances: options.instances,
             clients: options.clients,
             loops: options.loops,
@@ -231,6 +243,7 @@ impl Report {
             self.instances,
             self.database
         );
+        let _ = writeln!(t, "Redis: {}", self.redis);
         let _ = writeln!(
             t,
             "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
@@ -423,11 +436,12 @@ impl Report {
         let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="20" font-size="14" font-weight="bold">Oversell lab: {} requests per variant, stock {}, {} instances</text>"#,
+            r#"<text x="{}" y="20" font-size="14" font-weight="bold">Oversell lab: {} requests per variant, stock {}, {} instances, {} Redis</text>"#,
             10,
             self.clients * self.loops,
             self.stock,
-            self.instances
+            self.instances,
+            self.topology
         );
         let x1 = label_w;
         let x2 = label_w + panel_w + 30.0;

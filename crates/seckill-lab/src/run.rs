@@ -1,7 +1,7 @@
-//! The lab: starts Redis servers and `seckill serve` processes, fires the load (by
-//! default 200 clients at once, 4 requests each) at every variant, checks the invariants
-//! in Redis and the database, then runs the voucher scenario with the lock flow, the
-//! same flow without the lock, and the Lua flow.
+//! The lab: starts Redis (one server, a Sentinel group or a Redis Cluster) and `seckill
+//! serve` processes, fires the load (by default 200 clients at once, 4 requests each)
+//! at every variant, checks the invariants in Redis and the database, then runs the
+//! voucher scenario with the lock flow, the same flow without the lock, and the Lua flow.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use crate::report::{Report, VariantRow, VoucherRow};
 use crate::scratch::ScratchDb;
 use crate::servers::start_servers;
 use crate::shop::{buy, log_in, open_voucher};
+use crate::topology::OwnRedis;
 
 fn progress_bar(enabled: bool, len: u64) -> ProgressBar {
     if !enabled {
@@ -48,8 +49,8 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     let (redis_url, _main) = match &options.redis {
         Some(url) => (url.clone(), None),
         None => {
-            let (urls, own) = start_servers(1)?;
-            (urls[0].clone(), Some(own))
+            let own = OwnRedis::start(options.topology).await?;
+            (own.url(), Some(own))
         }
     };
     let needs_redlock = options.variants.contains(&Variant::Redlock);

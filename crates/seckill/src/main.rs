@@ -28,9 +28,11 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// Redis URL (login tokens, locks, ids, the lab's stock): redis://[user:password@]host[:port][/db]
-    /// or rediss://... for TLS [default: $FERRISSON_URL, else $REDIS_URL, else
-    /// redis://127.0.0.1:6379]
+    /// Redis URL (login tokens, locks, ids, the lab's stock): one server
+    /// redis://[user:password@]host[:port][/db]; the master a Sentinel group names
+    /// redis+sentinel://host:port,host:port,.../NAME; a Redis Cluster
+    /// redis+cluster://host:port,host:port,...; rediss... for TLS [default:
+    /// $FERRISSON_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
     #[arg(long, visible_alias = "redis", value_name = "URL")]
     url: Option<String>,
     #[command(flatten)]

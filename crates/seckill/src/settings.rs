@@ -55,7 +55,7 @@ impl OrderFlow {
     }
 }
 
-/// TLS settings for `rediss://` servers (the main one and the redlock servers), with
+/// TLS settings for `rediss://` (`rediss+sentinel://`, `rediss+cluster://`) servers (the main one and the redlock servers), with
 /// redis-cli's flag names, as the `ferrisson` command has them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct TlsFiles {
@@ -175,10 +175,13 @@ impl ServeConfig {
         if self.redis.trim().is_empty() {
             return Err(invalid("--url", "the Redis URL is empty"));
         }
-        if self.tls.is_set() && !self.redis.starts_with("rediss://") {
+        let tls_url = ["rediss://", "rediss+sentinel://", "rediss+cluster://"]
+            .iter()
+            .any(|scheme| self.redis.starts_with(scheme));
+        if self.tls.is_set() && !tls_url {
             return Err(invalid(
                 "--url",
-                "TLS settings (--cacert, --cert, --key, --insecure) were given but the URL is not rediss://",
+                "TLS settings (--cacert, --cert, --key, --insecure) were given but the URL is not rediss:// (or rediss+sentinel://, rediss+cluster://)",
             ));
         }
         at_least(

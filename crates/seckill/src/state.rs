@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ferrisson::{Client, IdGenerator, Rate, RateDecision, TlsConfig};
-use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates};
 
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::oversell::Lab;
-use crate::redis_conn::RedisConn;
+use crate::redis_conn::{RedisConn, RedisTls};
 use crate::settings::{ServeConfig, TlsFiles};
 
 /// The state every handler shares (cheap to clone).
@@ -63,9 +62,10 @@ impl TlsPems {
         })
     }
 
-    /// The settings for ferrisson clients of `url`; none for a plain `redis://` URL.
+    /// The settings for ferrisson clients of `url`; none for a plain `redis://`,
+    /// `redis+sentinel://` or `redis+cluster://` URL.
     fn for_ferrisson(&self, url: &str) -> Option<TlsConfig> {
-        if !url.starts_with("rediss://") {
+        if !url.starts_with("rediss") {
             return None;
         }
         let mut tls = TlsConfig::new().danger_accept_invalid_certificates(self.insecure);
@@ -78,37 +78,13 @@ impl TlsPems {
         Some(tls)
     }
 
-    /// The redis-rs client of the service's own connection to `url`.
-    fn redis_client(&self, url: &str) -> anyhow::Result<redis::Client> {
-        let info = url
-            .into_connection_info()
-            .context("cannot parse the redis url")?;
-        let ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure,
-            ..
-        } = info.addr().clone()
-        else {
-            return Ok(redis::Client::open(info)?);
-        };
-        let info = info.set_addr(ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: insecure || self.insecure,
-            tls_params: None,
-        });
-        let certificates = TlsCertificates {
-            client_tls: self
-                .client
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.ca.clone(),
-        };
-        Ok(redis::Client::build_with_tls(info, certificates)?)
+    /// The TLS settings of the service's own connection.
+    fn for_service(&self) -> RedisTls {
+        RedisTls {
+            ca: self.ca.clone(),
+            client: self.client.clone(),
+            insecure: self.insecure,
+        }
     }
 }
 
@@ -142,9 +118,9 @@ impl AppState {
         // First: it also installs the rustls provider that the service's own TLS
         // connection below needs.
         let locks = ferrisson_client(&config.redis, &config, &tls).await?;
-        let redis = RedisConn::connect(tls.redis_client(&config.redis)?, config.redis_timeout)
+        let redis = RedisConn::connect(&config.redis, &tls.for_service(), config.redis_timeout)
             .await
-            .map_err(|e| anyhow::anyhow!("redis: {}", crate::error::one_line(&e)))?;
+            .map_err(|e| anyhow::anyhow!("redis: {}", crate::error::one_line(e.as_ref())))?;
         let db = Db::connect(&config.database, config.db_connections, config.db_timeout).await?;
         let mut redlock_clients = Vec::new();
         for url in &config.redlock {

@@ -30,7 +30,7 @@ async fn sigterm_finishes_requests_in_flight() {
         let (http, base) = (http.clone(), base.clone());
         async move { call(http.post(format!("{base}/lab/deduct/watchdog"))).await }
     });
-    // Wait until the request has reached the handler (it counts itself in lab:seq).
+    // Wait until the request has reached the handler (it counts itself in {lab}:seq).
     loop {
         let (_, state) = call(http.get(format!("{base}/lab/stock"))).await;
         if state["requests"].as_i64() == Some(1) {
@@ -45,6 +45,6 @@ async fn sigterm_finishes_requests_in_flight() {
         (200, Some(true)),
         "{body}"
     );
-    let stock = redis.command(&["GET", "lab:stock"]).expect("redis");
+    let stock = redis.command(&["GET", "{lab}:stock"]).expect("redis");
     assert_eq!(stock, "2", "the sale in flight was completed");
 }

@@ -12,7 +12,7 @@
 //!
 //! Faults that a load test cannot cause by itself are injected into the
 //! `--lab-fault-at`-th holder of the lock in a run (counted across every instance in
-//! Redis, so the fault hits while stock is left) and recorded in `lab:faults`: an
+//! Redis, so the fault hits while stock is left) and recorded in `{lab}:faults`: an
 //! exception or a crash while holding a `SETNX` lock, a holder outliving its lease, a
 //! pause between compare and delete.
 
@@ -30,31 +30,33 @@ use crate::db::Db;
 use crate::error::ApiError;
 use run::Run;
 
-/// Redis keys of the lab (one lab per Redis server).
+/// Redis keys of the lab (one lab per Redis server or cluster). They share the hash tag
+/// `{lab}`: the lab's scripts and pipelines touch several of them at once, which a Redis
+/// Cluster runs only on keys of one hash slot.
 pub mod keys {
     /// The stock counter.
-    pub const STOCK: &str = "lab:stock";
+    pub const STOCK: &str = "{lab}:stock";
     /// Units sold, incremented in the same step as each stock write.
-    pub const SOLD: &str = "lab:sold";
+    pub const SOLD: &str = "{lab}:sold";
     /// Requests of the current run, across every instance.
-    pub const SEQ: &str = "lab:seq";
+    pub const SEQ: &str = "{lab}:seq";
     /// Acquisitions of the hand-made lock in the current run (the fault's counter).
-    pub const HOLDERS: &str = "lab:holders";
+    pub const HOLDERS: &str = "{lab}:holders";
     /// Set by the holder that carries the run's one fault; deleted again when the fault
     /// could not be shown (nobody's lock to delete), so the next holder carries it.
-    pub const FAULT_CLAIM: &str = "lab:fault_claim";
+    pub const FAULT_CLAIM: &str = "{lab}:fault_claim";
     /// The hand-made lock of the `setnx` .. `token-check` variants.
-    pub const LOCK: &str = "lab:lock";
+    pub const LOCK: &str = "{lab}:lock";
     /// Deletes that removed another holder's lock.
-    pub const FOREIGN_DELETES: &str = "lab:foreign_deletes";
+    pub const FOREIGN_DELETES: &str = "{lab}:foreign_deletes";
     /// Requests that gave up waiting for a held lock.
-    pub const GAVE_UP: &str = "lab:gave_up";
+    pub const GAVE_UP: &str = "{lab}:gave_up";
     /// What the injected faults did (a list of sentences).
-    pub const FAULTS: &str = "lab:faults";
+    pub const FAULTS: &str = "{lab}:faults";
     /// TTLs (ms) of the watchdog lock sampled during each stall (a list of JSON arrays).
-    pub const TTL_SAMPLES: &str = "lab:ttl_samples";
+    pub const TTL_SAMPLES: &str = "{lab}:ttl_samples";
     /// Stalls during which the watchdog lock's TTL was seen going back up.
-    pub const TTL_REFRESHED: &str = "lab:ttl_refreshed";
+    pub const TTL_REFRESHED: &str = "{lab}:ttl_refreshed";
 }
 
 /// Name of the ferrisson locks the library-backed variants take.
@@ -248,7 +250,7 @@ pub struct DeductReply {
 /// The lock key of the hand-made variants, at the end of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LockKeyState {
-    /// Whether `lab:lock` exists.
+    /// Whether `{lab}:lock` exists.
     pub present: bool,
     /// Its TTL in ms; `None` when absent or without expiry.
     pub ttl_ms: Option<i64>,
@@ -269,7 +271,7 @@ pub struct LabState {
     pub foreign_deletes: i64,
     /// What the injected faults did.
     pub faults: Vec<String>,
-    /// `lab:lock` now.
+    /// `{lab}:lock` now.
     pub lock: LockKeyState,
     /// The database stock (`db-optimistic`).
     pub db_stock: Option<i64>,

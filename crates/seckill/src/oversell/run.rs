@@ -153,7 +153,7 @@ impl<'a> Run<'a> {
     }
 
     /// Retries `acquire` with a short random pause until it succeeds or the lab's lock
-    /// wait runs out (then counts the request in `lab:gave_up`).
+    /// wait runs out (then counts the request in `{lab}:gave_up`).
     async fn spin(&mut self, cmd: &redis::Cmd) -> Result<bool, ApiError> {
         let deadline = Instant::now() + self.lab.config.lock_wait;
         loop {
@@ -360,7 +360,7 @@ impl<'a> Run<'a> {
 
     /// Instrumentation, not part of any variant: just before a variant's DEL, reads who
     /// holds the lock. If it is not `own`, the DEL is about to remove another holder's
-    /// lock: counted in `lab:foreign_deletes`. (Not atomic with the DEL, so it can only
+    /// lock: counted in `{lab}:foreign_deletes`. (Not atomic with the DEL, so it can only
     /// under-count.)
     async fn audit_delete(&mut self, own: &str) -> Result<Option<String>, ApiError> {
         let current: Option<String> = self.conn.get(keys::LOCK).await?;
