@@ -185,6 +185,20 @@ impl Subscription {
         }
     }
 
+    /// How many other local waiters share this waiter's channel now.
+    pub(crate) fn others(&self) -> usize {
+        lock(&self.shared)
+            .by_name
+            .get(&self.channel)
+            .map_or(0, |entry| entry.members.saturating_sub(1))
+    }
+
+    /// Passes one wake-up to another local waiter of the channel (or stores it for the
+    /// next one to listen): a waiter leaving may have taken the one a release sent.
+    pub(crate) fn pass_on(&self) {
+        self.notify.notify_one();
+    }
+
     /// A wake-up of this channel to await, registered as a waiter once enabled
     /// (`Notified::enable`), so a message that arrives before it is awaited still counts.
     pub(crate) fn listen(&self) -> tokio::sync::futures::Notified<'_> {
