@@ -499,9 +499,9 @@ impl Lock {
     ///
     /// A fresh owner id is this attempt's alone, so a dropped call is undone by removing
     /// that owner outright (a drop guard: no task on the common path). A re-entry or an
-    /// explicit owner may share the hold with live guards: that call runs on a spawned
-    /// task which, if the caller is gone when the reply arrives, releases exactly the one
-    /// hold it took.
+    /// explicit owner may share the hold with live guards: if the caller goes away with
+    /// that call in flight, the call moves onto a spawned task which, when the reply
+    /// arrives, releases exactly the one hold it took.
     ///
     /// `register` is `None` for an attempt that registers nothing, else whether other local
     /// waiters still wait (see [`Register`]).
