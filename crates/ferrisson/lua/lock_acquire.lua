@@ -13,7 +13,8 @@
 -- ARGV[4]: the caller's client id when the caller waits subscribed to its wake-up
 --          channel, '' otherwise: a refusal registers the client in KEYS[3]
 -- ARGV[5]: '1' when other waiters of the caller's client still wait after a grant: the
---          client stays registered (the release that woke it took its registration)
+--          client stays registered (the release that woke it took its registration);
+--          otherwise a grant takes the caller's client off KEYS[3]
 -- Returns: {1, fencing token, hold count} when acquired or re-entered;
 --          {0, holder's remaining ttl in ms (-1: no expiry)} when another owner holds it;
 --          {2} in 'reenter' mode when this owner no longer holds it.
@@ -36,6 +37,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if ARGV[5] == '1' then
     register(tonumber(ARGV[2]))
+  elseif ARGV[4] ~= '' then
+    -- Woken by its lease running out or a lost connection rather than by a release,
+    -- the client may still be registered: a release must not wake it for nothing.
+    redis.call('ZREM', KEYS[3], ARGV[4])
   end
   return {1, token, 1}
 end

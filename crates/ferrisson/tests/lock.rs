@@ -850,3 +850,30 @@ async fn waiter_that_gives_up_leaves_the_wake_up_to_the_next_client() -> anyhow:
     drop(quitter);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_granted_when_the_lease_ran_out_is_no_longer_registered() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    // A fixed lease is not renewed: the key expires with no release and no message.
+    let _expiring = holder
+        .lock("expired")?
+        .with_lease(Lease::Fixed(Duration::from_millis(800)))?
+        .lock()
+        .await?;
+    let waiter = Client::connect(&server.url()).await?;
+    let lock = waiter.lock("expired")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "expired", 1).await?;
+    // Woken by the end of its nap (the holder's remaining lease), not by a release.
+    let guard = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| anyhow::anyhow!("the waiter did not retry when the lease ran out"))???;
+    assert_eq!(
+        registered_clients(&mut conn, "expired").await,
+        0,
+        "a client holding the lock is not waiting for it"
+    );
+    guard.unlock().await?;
+    Ok(())
+}

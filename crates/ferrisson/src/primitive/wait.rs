@@ -121,7 +121,8 @@ pub(crate) enum Registration {
     Unsubscribed,
     /// The waiter listens on its client's channel: a refusal registers the client as
     /// waiting; a grant keeps it registered when `others` local waiters of the same
-    /// channel still wait (the release that woke this waiter took the registration).
+    /// channel still wait (the release that woke this waiter took the registration), and
+    /// takes it off otherwise.
     Subscribed { others: usize },
 }
 
@@ -239,6 +240,14 @@ where
         let ttl = match riding_out_outages(&mut || attempt(registration), deadline, budget).await? {
             Attempt::Acquired(guard) => {
                 waiter.leave = None;
+                if registration == (Registration::Subscribed { others: 0 })
+                    && subscription.others() > 0
+                {
+                    // A local waiter joined while this attempt said there was none, so
+                    // the grant took the client off the waiting clients: that waiter
+                    // tries again, and registers if refused.
+                    subscription.pass_on();
+                }
                 return Ok(Some(guard));
             }
             Attempt::Held(ttl) => ttl,
