@@ -877,3 +877,50 @@ async fn waiter_granted_when_the_lease_ran_out_is_no_longer_registered() -> anyh
     guard.unlock().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wake_up_reaching_a_client_with_no_waiter_left_is_passed_on() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let guard = holder
+        .lock("pass-on")?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    // A client that waited, registered, and gave up: it withdrew, but its channel stays
+    // subscribed for a while.
+    let gone = Client::connect(&server.url()).await?;
+    let quitting = gone.lock("pass-on")?;
+    let waiting_gone =
+        tokio::spawn(async move { quitting.lock_timeout(Duration::from_millis(300)).await });
+    until_registered(&conn, "pass-on", 1).await?;
+    let stale: Vec<(String, f64)> = conn.zrange_withscores("{pass-on}:waiters", 0, 0).await?;
+    assert!(waiting_gone.await??.is_none());
+    until_registered(&conn, "pass-on", 0).await?;
+
+    let other = Client::connect(&server.url()).await?;
+    let lock = other.lock("pass-on")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "pass-on", 1).await?;
+    // The registration of the client that gave up comes back ahead of the other one, as
+    // when it raced the grant that took it off: the release wakes that client first.
+    let _: u64 = conn.zadd("{pass-on}:waiters", &stale[0].0, 0).await?;
+    let lingering: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(format!("{{pass-on}}:c:{}", stale[0].0))
+        .query_async(&mut conn)
+        .await?;
+    assert_eq!(
+        lingering[0].1, 1,
+        "the client that gave up still listens on its channel"
+    );
+    guard.unlock().await?;
+    let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the wake-up was not passed on within {WOKEN_WITHIN:?}")
+        })???;
+    next.unlock().await?;
+    drop(gone);
+    Ok(())
+}

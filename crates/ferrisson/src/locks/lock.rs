@@ -74,7 +74,8 @@ impl Client {
 /// script, so no release can slip in between), and the release wakes the client that
 /// registered first and is still connected, which wakes one of its waiters. A client
 /// whose connection is gone is skipped; a client whose last waiter gives up (its wait
-/// runs out, its future is dropped) withdraws and, if the lock is free, wakes the next.
+/// runs out, its future is dropped) withdraws and, if the lock is free, wakes the next,
+/// as does a client woken when none of its tasks waits any more.
 /// A client that is connected but no longer reads (a paused process) can take one
 /// wake-up with it: the other clients' waiters then try again when the holder's
 /// remaining lease, as they saw it at their last attempt, has passed.

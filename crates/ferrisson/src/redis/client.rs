@@ -374,7 +374,8 @@ impl ClientBuilder {
             url: redacted_url.clone(),
             cause,
         };
-        let (subscriptions, push_handler) = Subscriptions::new();
+        let wake_id = format!("{:016x}", rand::random::<u64>());
+        let (subscriptions, push_handler) = Subscriptions::new(&wake_id);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
@@ -444,7 +445,7 @@ impl ClientBuilder {
                 subscriptions,
                 watchdog,
                 holds: Holds::default(),
-                wake_id: format!("{:016x}", rand::random::<u64>()),
+                wake_id,
                 classes: Classes::new(self.metrics_class),
                 _shutdown: shutdown_tx,
             }),
