@@ -2,6 +2,7 @@
 -- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
 -- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
+-- KEYS[3]: the waiting clients, a sorted set {<client id>: server time in µs} (lock_wake.lua)
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
 -- ARGV[3]: 'fresh' for an owner id made for this one attempt: finding it holding the
@@ -9,10 +10,24 @@
 --          without adding one; 'acquire' for an owner id the caller chose (holding
 --          already is a re-entry); 'reenter' when the caller believes it holds the lock
 --          already: then never start a new hold under this owner id (the old one was lost)
+-- ARGV[4]: the caller's client id when the caller waits subscribed to its wake-up
+--          channel, '' otherwise: a refusal registers the client in KEYS[3]
+-- ARGV[5]: '1' when other waiters of the caller's client still wait after a grant: the
+--          client stays registered (the release that woke it took its registration);
+--          otherwise a grant takes the caller's client off KEYS[3]
 -- Returns: {1, fencing token, hold count} when acquired or re-entered;
 --          {0, holder's remaining ttl in ms (-1: no expiry)} when another owner holds it;
 --          {2} in 'reenter' mode when this owner no longer holds it.
 -- The free-lock path comes first and costs six calls: it is the one that must be fast.
+
+-- Registers the caller's client as waiting, for `pttl` ms more at least (the set outlives
+-- every registered waiter's nap, which is at most the holder's remaining lease).
+local function register(pttl)
+  local time = redis.call('TIME')
+  redis.call('ZADD', KEYS[3], tonumber(time[1]) * 1000000 + tonumber(time[2]), ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
+end
+
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[3] == 'reenter' then
     return {2}
@@ -20,6 +35,13 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local token, text = fencing_token(KEYS[2])
   redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[5] == '1' then
+    register(tonumber(ARGV[2]))
+  elseif ARGV[4] ~= '' then
+    -- Woken by its lease running out or a lost connection rather than by a release,
+    -- the client may still be registered: a release must not wake it for nothing.
+    redis.call('ZREM', KEYS[3], ARGV[4])
+  end
   return {1, token, 1}
 end
 local held = redis.call('HGET', KEYS[1], ARGV[1])
@@ -35,4 +57,8 @@ end
 if ARGV[3] == 'reenter' then
   return {2}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[4] ~= '' then
+  register(pttl)
+end
+return {0, pttl}

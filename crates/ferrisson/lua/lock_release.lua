@@ -1,13 +1,12 @@
-#!lua flags=allow-oom
--- Releases one hold of a reentrant lock; deletes it and publishes when the last goes.
--- allow-oom: what is held must stay renewable and releasable when memory is full, so
--- this script must never create a key (it only changes or removes existing entries).
+-- Releases one hold of a reentrant lock; deletes it and wakes one waiting client when the
+-- last goes. Runs after allow_oom.lua and lock_wake.lua.
 -- KEYS[1]: the lock hash
--- KEYS[2]: the lock's release channel
+-- KEYS[2]: the waiting clients (see lock_wake.lua)
+-- KEYS[3]: prefix of the clients' wake-up channels; the client id completes it
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds, restored while holds remain
 -- ARGV[3]: release id, remembered while holds remain so a retried release is not applied twice
--- Returns: 1 released (key deleted, release published); 2 one hold released, others remain;
+-- Returns: 1 released (key deleted, a waiting client woken if any); 2 one hold released, others remain;
 --          3 this release id was already applied; 0 no such lock (lease expired);
 --          -1 held by another owner.
 local marker = 'r:' .. ARGV[3]
@@ -28,5 +27,5 @@ if count > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('SPUBLISH', KEYS[2], 'released')
+wake_one_client(KEYS[2], KEYS[3])
 return 1

@@ -674,3 +674,253 @@ async fn inspect_shows_holder_count_token_and_ttl() -> anyhow::Result<()> {
     assert_eq!(lock.inspect().await?.holder, None);
     Ok(())
 }
+
+/// How many clients are registered as waiting for the lock `name` (its `{name}:waiters`
+/// sorted set).
+async fn registered_clients(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> u64 {
+    conn.zcard(format!("{{{name}}}:waiters")).await.unwrap_or(0)
+}
+
+/// Shard channels with at least one subscriber.
+async fn shard_channels(conn: &mut redis::aio::MultiplexedConnection) -> usize {
+    redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .query_async::<Vec<String>>(conn)
+        .await
+        .map_or(usize::MAX, |c| c.len())
+}
+
+/// Waits until `count` clients are registered as waiting for `name`.
+async fn until_registered(
+    conn: &redis::aio::MultiplexedConnection,
+    name: &'static str,
+    count: u64,
+) -> anyhow::Result<()> {
+    let registered = eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move { registered_clients(&mut conn, name).await == count }
+    })
+    .await;
+    anyhow::ensure!(registered, "{count} clients never registered as waiting");
+    Ok(())
+}
+
+/// The holder's lease in the wake-up tests: far longer than [`WOKEN_WITHIN`], so only a
+/// wake-up explains a grant in time.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+/// How long a woken waiter may take to hold the lock.
+const WOKEN_WITHIN: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_wakes_one_waiting_client_with_one_request() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let guard = holder
+        .lock("one-client")?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    let mut waiters = Vec::new();
+    for _ in 0..8 {
+        let client = Client::connect(&server.url()).await?;
+        let lock = client.lock("one-client")?;
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await?;
+            // Keep the lock (and the client) until the test has counted.
+            anyhow::Ok((client, guard))
+        }));
+    }
+    until_registered(&conn, "one-client", 8).await?;
+    let before = script_calls(&mut conn).await?;
+    guard.unlock().await?;
+    // One release, one woken client, whose one waiter takes the lock: two scripts, and
+    // seven clients still registered.
+    until_registered(&conn, "one-client", 7).await?;
+    let granted = eventually(WOKEN_WITHIN, || {
+        let mut conn = conn.clone();
+        async move { conn.exists("{one-client}").await.unwrap_or(false) }
+    })
+    .await;
+    assert!(granted, "no waiting client took the released lock");
+    let calls = script_calls(&mut conn).await? - before;
+    assert_eq!(calls, 2, "a release and the woken waiter's acquire");
+    for waiter in waiters {
+        waiter.abort();
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let guard = holder
+        .lock("vanish")?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    let channels_before = shard_channels(&mut conn).await;
+
+    // The first client to wait runs on a runtime of its own, as a separate process
+    // would: shutting that runtime down ends the client with its connection, and gives
+    // its waiter no chance to withdraw (tasks spawned while it shuts down never run).
+    let url = server.url();
+    let (registered_tx, registered_rx) = tokio::sync::oneshot::channel::<()>();
+    let vanishing = std::thread::spawn(move || -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let client = Client::connect(&url).await?;
+            let lock = client.lock("vanish")?;
+            tokio::spawn(async move {
+                let _guard = lock.lock().await;
+                let _keep = client;
+            });
+            // Ended by the test once this waiter has registered.
+            let _ = registered_rx.await;
+            anyhow::Ok(())
+        })?;
+        runtime.shutdown_background();
+        Ok(())
+    });
+    until_registered(&conn, "vanish", 1).await?;
+
+    let other = Client::connect(&server.url()).await?;
+    let lock = other.lock("vanish")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "vanish", 2).await?;
+
+    let _ = registered_tx.send(());
+    vanishing
+        .join()
+        .map_err(|_| anyhow::anyhow!("the vanishing client's thread panicked"))??;
+    // Its connection is gone (only the other waiter's channel is left), its registration
+    // is not: the release has to skip it.
+    let gone = eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move { shard_channels(&mut conn).await == channels_before + 1 }
+    })
+    .await;
+    assert!(gone, "the vanished client's subscription is still there");
+    assert_eq!(registered_clients(&mut conn, "vanish").await, 2);
+
+    guard.unlock().await?;
+    let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the live waiter was not woken within {WOKEN_WITHIN:?}")
+        })???;
+    assert!(next.is_held());
+    assert_eq!(registered_clients(&mut conn, "vanish").await, 0);
+    next.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_that_gives_up_leaves_the_wake_up_to_the_next_client() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let conn = raw(&server).await?;
+    let guard = holder
+        .lock("give-up")?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    let quitter = Client::connect(&server.url()).await?;
+    let quitting = quitter.lock("give-up")?;
+    let quit = tokio::spawn(async move { quitting.lock_timeout(Duration::from_secs(1)).await });
+    until_registered(&conn, "give-up", 1).await?;
+    let other = Client::connect(&server.url()).await?;
+    let lock = other.lock("give-up")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "give-up", 2).await?;
+
+    // The first client to register gives up and withdraws; its channel stays subscribed
+    // for a while, so a release that still picked it would wake nobody.
+    assert!(quit.await??.is_none());
+    until_registered(&conn, "give-up", 1).await?;
+    guard.unlock().await?;
+    let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the other waiter was not woken within {WOKEN_WITHIN:?}")
+        })???;
+    next.unlock().await?;
+    drop(quitter);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_granted_when_the_lease_ran_out_is_no_longer_registered() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    // A fixed lease is not renewed: the key expires with no release and no message.
+    let _expiring = holder
+        .lock("expired")?
+        .with_lease(Lease::Fixed(Duration::from_millis(800)))?
+        .lock()
+        .await?;
+    let waiter = Client::connect(&server.url()).await?;
+    let lock = waiter.lock("expired")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "expired", 1).await?;
+    // Woken by the end of its nap (the holder's remaining lease), not by a release.
+    let guard = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| anyhow::anyhow!("the waiter did not retry when the lease ran out"))???;
+    assert_eq!(
+        registered_clients(&mut conn, "expired").await,
+        0,
+        "a client holding the lock is not waiting for it"
+    );
+    guard.unlock().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wake_up_reaching_a_client_with_no_waiter_left_is_passed_on() -> anyhow::Result<()> {
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let guard = holder
+        .lock("pass-on")?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    // A client that waited, registered, and gave up: it withdrew, but its channel stays
+    // subscribed for a while.
+    let gone = Client::connect(&server.url()).await?;
+    let quitting = gone.lock("pass-on")?;
+    let waiting_gone =
+        tokio::spawn(async move { quitting.lock_timeout(Duration::from_millis(300)).await });
+    until_registered(&conn, "pass-on", 1).await?;
+    let stale: Vec<(String, f64)> = conn.zrange_withscores("{pass-on}:waiters", 0, 0).await?;
+    assert!(waiting_gone.await??.is_none());
+    until_registered(&conn, "pass-on", 0).await?;
+
+    let other = Client::connect(&server.url()).await?;
+    let lock = other.lock("pass-on")?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, "pass-on", 1).await?;
+    // The registration of the client that gave up comes back ahead of the other one, as
+    // when it raced the grant that took it off: the release wakes that client first.
+    let _: u64 = conn.zadd("{pass-on}:waiters", &stale[0].0, 0).await?;
+    let lingering: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(format!("{{pass-on}}:c:{}", stale[0].0))
+        .query_async(&mut conn)
+        .await?;
+    assert_eq!(
+        lingering[0].1, 1,
+        "the client that gave up still listens on its channel"
+    );
+    guard.unlock().await?;
+    let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the wake-up was not passed on within {WOKEN_WITHIN:?}")
+        })???;
+    next.unlock().await?;
+    drop(gone);
+    Ok(())
+}

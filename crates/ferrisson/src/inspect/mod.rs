@@ -422,7 +422,10 @@ pub struct Entry {
     /// least one task waiting for it counts once, however many tasks wait (a read-write
     /// lock's read and write channels count apart). A client keeps a channel for half a
     /// second after its last waiter left it, so one whose waiter was just granted may
-    /// still count. `None` for the kinds whose waiters have no channel to count: a fair
+    /// still count. For a [`Lock`](crate::Lock), the clients registered as waiting for
+    /// it (each listens on a channel of its own): one whose process died without
+    /// withdrawing counts until a release skips it. `None` for the kinds whose waiters
+    /// have no channel to count: a fair
     /// lock (its queue is in [`Snapshot::waiters`]), a rate limiter, an id counter.
     pub waiting_clients: Option<u64>,
 }
@@ -630,8 +633,16 @@ impl Client {
     async fn waiting_clients(&self, name: &str, kind: PrimitiveKind) -> Result<Option<u64>> {
         let keys = self.keys(name)?;
         let channels = match kind {
-            PrimitiveKind::Lock
-            | PrimitiveKind::SimpleLock
+            // A lock's waiting clients register by id, each listening on its own channel.
+            PrimitiveKind::Lock => {
+                let waiters = keys.with_suffix("waiters");
+                let count: u64 = self
+                    .connection()
+                    .query_resendable(redis::cmd("ZCARD").arg(&waiters))
+                    .await?;
+                return Ok(Some(count));
+            }
+            PrimitiveKind::SimpleLock
             | PrimitiveKind::Semaphore
             | PrimitiveKind::ExpirableSemaphore
             | PrimitiveKind::CountDownLatch

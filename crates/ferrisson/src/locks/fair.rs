@@ -534,8 +534,9 @@ impl FairLock {
         }))
     }
 
-    /// Runs the acquire script on a spawned task, so that an acquire or a queue entry
-    /// whose caller went away is undone when its reply arrives instead of staying behind.
+    /// Sends the acquire script so that an acquire or a queue entry whose caller went away
+    /// is undone when its reply arrives instead of staying behind (on a spawned task,
+    /// only then: see `send_or_undo`).
     async fn send_acquire(
         &self,
         owner: OwnerId,

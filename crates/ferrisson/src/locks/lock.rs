@@ -11,10 +11,13 @@ use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
+use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
-use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
+use crate::primitive::wait::{
+    Attempt, Registration, acquire_with_registration, holder_wait, try_once,
+};
 use crate::redis::client::Client;
 use crate::redis::holds::Renewal;
 use crate::redis::ids::ReleaseId;
@@ -22,7 +25,8 @@ use crate::redis::ids::{OwnerId, TaskKey};
 use crate::redis::keys::Keys;
 use crate::redis::scripts::Released;
 use crate::redis::scripts::lock::{
-    AcquireMode, ForceRelease, LockAbandon, LockAcquire, LockAcquired, LockInspect, LockRelease,
+    AcquireMode, LockAbandon, LockAcquire, LockAcquired, LockForceRelease, LockInspect,
+    LockRelease, LockWithdraw, Register, WakeKeys,
 };
 
 impl Client {
@@ -35,11 +39,18 @@ impl Client {
     pub fn lock(&self, name: &str) -> Result<Lock> {
         let keys = self.keys(name)?;
         let name = Arc::from(name);
+        let channels = keys.with_suffix("c:");
+        let wake = Arc::new(WakeNames {
+            waiters: keys.with_suffix("waiters"),
+            own: format!("{channels}{}", self.inner.wake_id),
+            channels,
+        });
         Ok(Lock {
             client: self.clone(),
             probe: self.probe(Kind::Lock, &name),
             name,
             keys,
+            wake,
             lease: Lease::Watchdog,
             owner: None,
         })
@@ -58,7 +69,16 @@ impl Client {
 ///
 /// Waiting is event-driven: waiters wake on the holder's release (through the client's
 /// one shared subscription) or after the holder's remaining TTL, whichever is first, and
-/// send nothing to Redis meanwhile.
+/// send nothing to Redis meanwhile. A release wakes one waiting client, not every client
+/// with a waiter: a client registers as waiting when its attempt is refused (in the same
+/// script, so no release can slip in between), and the release wakes the client that
+/// registered first and is still connected, which wakes one of its waiters. A client
+/// whose connection is gone is skipped; a client whose last waiter gives up (its wait
+/// runs out, its future is dropped) withdraws and, if the lock is free, wakes the next,
+/// as does a client woken when none of its tasks waits any more.
+/// A client that is connected but no longer reads (a paused process) can take one
+/// wake-up with it: the other clients' waiters then try again when the holder's
+/// remaining lease, as they saw it at their last attempt, has passed.
 ///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -78,8 +98,30 @@ pub struct Lock {
     name: Arc<str>,
     probe: Probe,
     keys: Keys,
+    wake: Arc<WakeNames>,
     lease: Lease,
     owner: Option<OwnerId>,
+}
+
+/// The names by which a release wakes one waiting client (`lua/lock_wake.lua`), built
+/// once per handle.
+#[derive(Debug)]
+struct WakeNames {
+    /// `{name}:waiters`: the waiting clients, in the order they registered.
+    waiters: String,
+    /// `{name}:c:`: a client id completes a client's wake-up channel.
+    channels: String,
+    /// This client's wake-up channel for this lock.
+    own: String,
+}
+
+impl WakeNames {
+    fn keys(&self) -> WakeKeys<'_> {
+        WakeKeys {
+            waiters: &self.waiters,
+            channels: &self.channels,
+        }
+    }
 }
 
 impl fmt::Debug for Lock {
@@ -197,11 +239,9 @@ impl Lock {
     /// Cancel safe: dropping the future at any point leaves no hold behind (an acquire
     /// already sent is undone when its reply arrives), no subscription and no task.
     pub async fn lock(&self) -> Result<LockGuard> {
-        acquire_with_wait(&self.client, &self.probe, self.keys.channel(), None, || {
-            self.attempt()
-        })
-        .await?
-        .ok_or_else(|| Error::wait_ended(&self.name))
+        self.wait(None)
+            .await?
+            .ok_or_else(|| Error::wait_ended(&self.name))
     }
 
     /// Acquires the lock if it is free or already held by this task; `Ok(None)` if
@@ -224,7 +264,7 @@ impl Lock {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        try_once(&self.probe, self.attempt()).await
+        try_once(&self.probe, self.attempt(Registration::Unsubscribed)).await
     }
 
     /// Acquires the lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
@@ -246,14 +286,7 @@ impl Lock {
     ///
     /// Cancel safe, as [`Lock::lock`].
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        acquire_with_wait(
-            &self.client,
-            &self.probe,
-            self.keys.channel(),
-            Some(wait),
-            || self.attempt(),
-        )
-        .await
+        self.wait(Some(wait)).await
     }
 
     /// Whether anyone holds the lock now.
@@ -372,9 +405,9 @@ impl Lock {
     pub async fn force_unlock(&self) -> Result<bool> {
         self.client
             .connection()
-            .run(&ForceRelease {
+            .run(&LockForceRelease {
                 key: self.keys.main(),
-                channel: self.keys.channel(),
+                wake: self.wake.keys(),
             })
             .await
     }
@@ -392,7 +425,47 @@ impl Lock {
         })
     }
 
-    async fn attempt(&self) -> Result<Attempt<LockGuard>> {
+    /// Acquires, waiting at most `wait` (`None`: as long as it takes), listening on this
+    /// client's own wake-up channel.
+    async fn wait(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+        acquire_with_registration(
+            &self.client,
+            &self.probe,
+            &self.wake.own,
+            wait,
+            |registration| self.attempt(registration),
+            Some(|others| self.withdraw(others)),
+        )
+        .await
+    }
+
+    /// A waiter left without the lock, `others` local waiters still waiting: the last
+    /// one takes the client off the waiting clients, and wakes the next if the lock is free.
+    fn withdraw(&self, others: usize) {
+        if others > 0 {
+            return;
+        }
+        let client = self.client.clone();
+        let keys = self.keys.clone();
+        let wake = Arc::clone(&self.wake);
+        spawn_cleanup(
+            &self.name,
+            "withdrawing a waiting client",
+            "a release may wake it for nothing; the other waiters then try again when the holder's lease runs out",
+            async move {
+                client
+                    .connection()
+                    .run(&LockWithdraw {
+                        key: keys.main(),
+                        wake: wake.keys(),
+                        client: &client.inner.wake_id,
+                    })
+                    .await
+            },
+        );
+    }
+
+    async fn attempt(&self, registration: Registration) -> Result<Attempt<LockGuard>> {
         let spec = HoldSpec {
             probe: &self.probe,
             keys: &self.keys,
@@ -401,8 +474,12 @@ impl Lock {
             explicit_owner: self.owner,
         };
         let lease = self.lease.duration(self.client.watchdog_lease());
+        let others = match registration {
+            Registration::Unsubscribed => None,
+            Registration::Subscribed { others } => Some(others > 0),
+        };
         let attempt = reentrant::attempt(&self.client, &spec, OwnerId::random(), |sent| {
-            self.send_acquire(sent, lease)
+            self.send_acquire(sent, lease, others)
         })
         .await?;
         Ok(attempt.map(|hold| LockGuard {
@@ -411,6 +488,7 @@ impl Lock {
                 hold,
                 ReleaseLock {
                     keys: self.keys.clone(),
+                    wake: Arc::clone(&self.wake),
                     lease,
                 },
             ),
@@ -422,10 +500,18 @@ impl Lock {
     ///
     /// A fresh owner id is this attempt's alone, so a dropped call is undone by removing
     /// that owner outright (a drop guard: no task on the common path). A re-entry or an
-    /// explicit owner may share the hold with live guards: that call runs on a spawned
-    /// task which, if the caller is gone when the reply arrives, releases exactly the one
-    /// hold it took.
-    async fn send_acquire(&self, sent: Sent, lease: Duration) -> Result<Answer> {
+    /// explicit owner may share the hold with live guards: if the caller goes away with
+    /// that call in flight, the call moves onto a spawned task which, when the reply
+    /// arrives, releases exactly the one hold it took.
+    ///
+    /// `register` is `None` for an attempt that registers nothing, else whether other local
+    /// waiters still wait (see [`Register`]).
+    async fn send_acquire(
+        &self,
+        sent: Sent,
+        lease: Duration,
+        register: Option<bool>,
+    ) -> Result<Answer> {
         let reply = match (sent, self.owner) {
             (Sent::First(owner), None) => {
                 let undo = UndoOnDrop::arm(
@@ -435,12 +521,13 @@ impl Lock {
                     || {
                         let client = self.client.clone();
                         let keys = self.keys.clone();
+                        let wake = Arc::clone(&self.wake);
                         async move {
                             client
                                 .connection()
                                 .run(&LockAbandon {
                                     key: keys.main(),
-                                    channel: keys.channel(),
+                                    wake: wake.keys(),
                                     owner,
                                 })
                                 .await
@@ -450,9 +537,11 @@ impl Lock {
                 let call = LockAcquire {
                     key: self.keys.main(),
                     fence: self.keys.fence(),
+                    waiters: &self.wake.waiters,
                     owner,
                     lease,
                     mode: AcquireMode::Fresh,
+                    register: register_as(&self.client, register),
                 };
                 // On an error the script may have run before the connection failed:
                 // `undo` removes this attempt's owner if it did.
@@ -463,6 +552,7 @@ impl Lock {
             (sent, _) => {
                 let client = self.client.clone();
                 let keys = self.keys.clone();
+                let wake = Arc::clone(&self.wake);
                 let mode = match sent {
                     Sent::Reentry(_) => AcquireMode::Reenter,
                     Sent::First(_) => AcquireMode::Acquire,
@@ -476,24 +566,27 @@ impl Lock {
                             .run(&LockAcquire {
                                 key: keys.main(),
                                 fence: keys.fence(),
+                                waiters: &wake.waiters,
                                 owner,
                                 lease,
                                 mode,
+                                register: register_as(&client, register),
                             })
                             .await;
                         if let Err(Error::NotReplicated { .. }) = &reply {
                             // Granted, but not on enough replicas: give it back.
                             let release = ReleaseLock {
                                 keys: keys.clone(),
+                                wake: Arc::clone(&wake),
                                 lease,
                             };
                             let _ = release.send(&client, owner, ReleaseId::random()).await;
                         }
-                        Ok((client, keys, reply?))
+                        Ok((client, keys, wake, reply?))
                     },
-                    move |(client, keys, reply)| async move {
+                    move |(client, keys, wake, reply)| async move {
                         if let LockAcquired::Granted { .. } = reply {
-                            ReleaseLock { keys, lease }
+                            ReleaseLock { keys, wake, lease }
                                 .send(&client, owner, ReleaseId::random())
                                 .await?;
                         }
@@ -501,7 +594,7 @@ impl Lock {
                     },
                 )
                 .await?
-                .2
+                .3
             }
         };
         Ok(match reply {
@@ -509,6 +602,18 @@ impl Lock {
             LockAcquired::Held { pttl } => Answer::Blocked(holder_wait(pttl)),
             LockAcquired::NotReentered => Answer::NotReentered,
         })
+    }
+}
+
+/// What an acquire tells `lock_acquire.lua` about its client's wait: `register` is `None`
+/// for nothing, else whether other local waiters still wait after a grant.
+fn register_as(client: &Client, register: Option<bool>) -> Register<'_> {
+    match register {
+        None => Register::No,
+        Some(others) => Register::Waiting {
+            client: &client.inner.wake_id,
+            others,
+        },
     }
 }
 
@@ -536,6 +641,7 @@ impl DistributedLock for Lock {
 /// holds of the same owner remain.
 struct ReleaseLock {
     keys: Keys,
+    wake: Arc<WakeNames>,
     lease: Duration,
 }
 
@@ -552,7 +658,7 @@ impl SendRelease for ReleaseLock {
             .connection()
             .run(&LockRelease {
                 key: self.keys.main(),
-                channel: self.keys.channel(),
+                wake: self.wake.keys(),
                 owner,
                 lease: self.lease,
                 release_id,

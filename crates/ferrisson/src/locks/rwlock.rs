@@ -615,8 +615,9 @@ impl RwLock {
         }))
     }
 
-    /// Runs the acquire script on a spawned task, so that an acquire (or a writer's
-    /// intent) whose caller went away is undone when its reply arrives.
+    /// Sends the acquire script so that an acquire (or a writer's intent) whose caller
+    /// went away is undone when its reply arrives (on a spawned task, only then: see
+    /// `send_or_undo`).
     async fn send_acquire(
         &self,
         owner: OwnerId,

@@ -8,13 +8,16 @@
 //! - [`UndoOnDrop`]: armed before sending, disarmed once the reply is in. Dropped armed,
 //!   it runs an undo that is correct whether or not the request landed (remove this
 //!   attempt's own owner id, which nobody else shares). No task on the common path.
-//! - [`send_or_undo`]: the request runs on a spawned task; if nobody takes its reply, the
-//!   task undoes exactly what the reply says was done. For requests whose undo depends on
-//!   the reply (a re-entry added one hold to a hold that other guards share).
+//! - [`send_or_undo`]: if the caller goes away with the request in flight, the request is
+//!   moved onto a spawned task, which waits for its reply and undoes exactly what the
+//!   reply says was done. For requests whose undo depends on the reply (a re-entry added
+//!   one hold to a hold that other guards share, permits taken from a semaphore). No
+//!   task on the common path either.
 
 use std::future::Future;
-
-use tokio::sync::oneshot;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
 use crate::api::error::{Error, Result};
 use crate::primitive::cleanup::spawn_cleanup;
@@ -83,11 +86,14 @@ where
     }
 }
 
-/// Runs `request` on a spawned task and returns its reply; if the caller's future was
-/// dropped before the reply arrived, `undo(reply)` runs on that task instead.
+/// Sends `request` and returns its reply; if the caller's future is dropped before the
+/// reply arrived, the request is handed to a spawned task that waits for the reply and
+/// runs `undo(reply)` on it.
 ///
-/// Spawns at once and returns a future that only waits for the reply: an `async fn`
-/// would carry `request` in its own state as well.
+/// Nothing is spawned while the caller waits for its reply: the request is boxed, so
+/// that a drop can move it, still in flight, onto a task of its own (one allocation per
+/// call, where spawning every request cost a task, a channel and a wake-up across
+/// threads). A request never polled has sent nothing and is dropped as it is.
 ///
 /// # Cancel safety
 ///
@@ -97,22 +103,94 @@ pub(crate) fn send_or_undo<T, Req, Undo, UndoFut>(
     name: &str,
     request: Req,
     undo: Undo,
-) -> impl Future<Output = Result<T>> + use<T, Req, Undo, UndoFut>
+) -> SendOrUndo<'_, T, Req, Undo, UndoFut>
 where
     T: Send + 'static,
     Req: Future<Output = Result<T>> + Send + 'static,
     Undo: FnOnce(T) -> UndoFut + Send + 'static,
     UndoFut: Future<Output = Result<()>> + Send,
 {
-    let (tx, rx) = oneshot::channel();
-    let task_name = name.to_owned();
-    tokio::spawn(async move {
-        if let Err(Ok(reply)) = tx.send(request.await)
-            && let Err(e) = undo(reply).await
-        {
-            tracing::warn!(name = %task_name, error = %e, "undoing an abandoned acquire failed; what it took expires with its lease");
+    SendOrUndo {
+        name,
+        request: Some(Box::pin(request)),
+        undo: Some(undo),
+        polled: false,
+        _undo: PhantomData,
+    }
+}
+
+/// The future of [`send_or_undo`].
+pub(crate) struct SendOrUndo<'a, T, Req, Undo, UndoFut>
+where
+    T: Send + 'static,
+    Req: Future<Output = Result<T>> + Send + 'static,
+    Undo: FnOnce(T) -> UndoFut + Send + 'static,
+    UndoFut: Future<Output = Result<()>> + Send,
+{
+    name: &'a str,
+    request: Option<Pin<Box<Req>>>,
+    undo: Option<Undo>,
+    /// Whether the request was polled, so may have been sent.
+    polled: bool,
+    _undo: PhantomData<fn() -> UndoFut>,
+}
+
+// Nothing in it is pinned: the request is boxed, and `undo` is only moved, never polled.
+impl<T, Req, Undo, UndoFut> Unpin for SendOrUndo<'_, T, Req, Undo, UndoFut>
+where
+    T: Send + 'static,
+    Req: Future<Output = Result<T>> + Send + 'static,
+    Undo: FnOnce(T) -> UndoFut + Send + 'static,
+    UndoFut: Future<Output = Result<()>> + Send,
+{
+}
+
+impl<T, Req, Undo, UndoFut> Future for SendOrUndo<'_, T, Req, Undo, UndoFut>
+where
+    T: Send + 'static,
+    Req: Future<Output = Result<T>> + Send + 'static,
+    Undo: FnOnce(T) -> UndoFut + Send + 'static,
+    UndoFut: Future<Output = Result<()>> + Send,
+{
+    type Output = Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = &mut *self;
+        let Some(request) = this.request.as_mut() else {
+            return Poll::Ready(Err(Error::cancelled(this.name)));
+        };
+        this.polled = true;
+        let reply = ready!(request.as_mut().poll(cx));
+        this.request = None;
+        this.undo = None;
+        Poll::Ready(reply)
+    }
+}
+
+impl<T, Req, Undo, UndoFut> Drop for SendOrUndo<'_, T, Req, Undo, UndoFut>
+where
+    T: Send + 'static,
+    Req: Future<Output = Result<T>> + Send + 'static,
+    Undo: FnOnce(T) -> UndoFut + Send + 'static,
+    UndoFut: Future<Output = Result<()>> + Send,
+{
+    fn drop(&mut self) {
+        let (Some(request), Some(undo)) = (self.request.take(), self.undo.take()) else {
+            return;
+        };
+        if !self.polled {
+            return;
         }
-    });
-    let name = name.to_owned();
-    async move { rx.await.map_err(|_| Error::cancelled(&name))? }
+        spawn_cleanup(
+            self.name,
+            "undoing an abandoned acquire",
+            "what it took expires with its lease",
+            async move {
+                if let Ok(reply) = request.await {
+                    undo(reply).await?;
+                }
+                Ok(())
+            },
+        );
+    }
 }

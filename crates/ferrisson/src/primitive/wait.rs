@@ -11,6 +11,7 @@ use crate::api::error::Result;
 use crate::observe::acquire::{Grant, observe_acquire, observe_wait};
 use crate::observe::probe::Probe;
 use crate::redis::client::Client;
+use crate::redis::pubsub::Subscription;
 
 /// Wait used when the holder's key has no expiry (set by someone outside ferrisson).
 const NO_TTL_FALLBACK: Duration = Duration::from_secs(5);
@@ -100,55 +101,155 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<G>>>,
 {
+    acquire_with_registration(
+        client,
+        probe,
+        channel,
+        wait,
+        |_: Registration| attempt(),
+        None::<fn(usize)>,
+    )
+    .await
+}
+
+/// What one attempt of a waiter tells Redis about its wait, for primitives whose release
+/// wakes one waiting client rather than every subscriber of a shared channel (`Lock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registration {
+    /// The first attempt, before the waiter subscribed: a refusal registers nothing (a
+    /// wake-up could not reach this waiter yet; it tries again once subscribed).
+    Unsubscribed,
+    /// The waiter listens on its client's channel: a refusal registers the client as
+    /// waiting; a grant keeps it registered when `others` local waiters of the same
+    /// channel still wait (the release that woke this waiter took the registration), and
+    /// takes it off otherwise.
+    Subscribed { others: usize },
+}
+
+/// [`acquire_with_wait`] for a primitive whose waiters register in Redis: `attempt` is
+/// told whether the waiter is subscribed (see [`Registration`]), and `leave`, when given,
+/// runs if the waiter stops waiting without the grant (its wait ran out, its future was
+/// dropped, an error), with the number of other local waiters of the channel. A leaving
+/// waiter first passes a wake-up on to another local waiter, in case it took the one a
+/// release meant for this client; `leave` is for what Redis must learn (with no other
+/// local waiter: that this client waits no more, and to wake the next client if the lock
+/// is free).
+///
+/// # Cancel safety
+///
+/// As cancel safe as `attempt` and `leave`.
+pub(crate) async fn acquire_with_registration<G, F, Fut, L>(
+    client: &Client,
+    probe: &Probe,
+    channel: &str,
+    wait: Option<Duration>,
+    mut attempt: F,
+    leave: Option<L>,
+) -> Result<Option<G>>
+where
+    G: Grant,
+    F: FnMut(Registration) -> Fut,
+    Fut: Future<Output = Result<Attempt<G>>>,
+    L: FnOnce(usize),
+{
     observe_acquire(probe, wait, async {
         // A wait too long to add to the clock (`Duration::MAX`) has no deadline.
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let budget = client.watchdog_lease();
-        if let Attempt::Acquired(guard) = riding_out_outages(&mut attempt, deadline, budget).await?
-        {
+        let first = riding_out_outages(
+            &mut || attempt(Registration::Unsubscribed),
+            deadline,
+            budget,
+        )
+        .await?;
+        if let Attempt::Acquired(guard) = first {
             return Ok(Some(guard));
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(None);
         }
-        observe_wait(probe, wait_for_release(client, channel, deadline, attempt)).await
+        observe_wait(
+            probe,
+            wait_for_release(client, channel, deadline, attempt, leave),
+        )
+        .await
     })
     .await
 }
 
-/// The waiting part of [`acquire_with_wait`], after a first refusal.
-async fn wait_for_release<G, F, Fut>(
+/// A waiter's membership of its channel, and what it does if it leaves without the grant.
+struct Waiter<L: FnOnce(usize)> {
+    subscription: Subscription,
+    leave: Option<L>,
+}
+
+impl<L: FnOnce(usize)> Drop for Waiter<L> {
+    fn drop(&mut self) {
+        if let Some(leave) = self.leave.take() {
+            let others = self.subscription.others();
+            if others > 0 {
+                // This waiter may have taken the wake-up a release meant for its client.
+                self.subscription.pass_on();
+            }
+            leave(others);
+        }
+    }
+}
+
+/// The waiting part of [`acquire_with_registration`], after a first refusal.
+async fn wait_for_release<G, F, Fut, L>(
     client: &Client,
     channel: &str,
     deadline: Option<Instant>,
     mut attempt: F,
+    leave: Option<L>,
 ) -> Result<Option<G>>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Registration) -> Fut,
     Fut: Future<Output = Result<Attempt<G>>>,
+    L: FnOnce(usize),
 {
     let budget = client.watchdog_lease();
     let subscribe = client.inner.subscriptions.join(channel);
-    let mut subscription = match deadline {
+    let subscription = match deadline {
         Some(d) => match tokio::time::timeout_at(d, subscribe).await {
             Ok(subscription) => subscription?,
             Err(_) => return Ok(None),
         },
         None => subscribe.await?,
     };
+    let mut waiter = Waiter {
+        subscription,
+        leave,
+    };
     loop {
-        if !subscription.is_confirmed() {
+        if !waiter.subscription.is_confirmed() {
             // The subscription failed on an unreachable Redis: ask again, and meanwhile
             // do not count on a message.
-            let _ = subscription.confirm().await;
+            let _ = waiter.subscription.confirm().await;
         }
+        let subscription = &waiter.subscription;
         // Listen before trying: a release that lands while the attempt is in flight
         // wakes this waiter instead of being stored for whichever waiter parks first.
         let woken = subscription.listen();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let ttl = match riding_out_outages(&mut attempt, deadline, budget).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
+        let registration = Registration::Subscribed {
+            others: subscription.others(),
+        };
+        let ttl = match riding_out_outages(&mut || attempt(registration), deadline, budget).await? {
+            Attempt::Acquired(guard) => {
+                waiter.leave = None;
+                if registration == (Registration::Subscribed { others: 0 })
+                    && subscription.others() > 0
+                {
+                    // A local waiter joined while this attempt said there was none, so
+                    // the grant took the client off the waiting clients: that waiter
+                    // tries again, and registers if refused.
+                    subscription.pass_on();
+                }
+                return Ok(Some(guard));
+            }
             Attempt::Held(ttl) => ttl,
         };
         let mut nap = ttl.unwrap_or(NO_TTL_FALLBACK).max(MIN_WAIT);

@@ -58,6 +58,9 @@ pub(crate) struct Inner {
     pub(crate) subscriptions: Subscriptions,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
+    /// This client's id among the clients waiting for a reentrant lock: 16 random hex
+    /// digits, which complete the client's own wake-up channel of each lock it waits on.
+    pub(crate) wake_id: String,
     /// The class label of each primitive's metrics.
     pub(crate) classes: Classes,
     _shutdown: oneshot::Sender<()>,
@@ -371,7 +374,8 @@ impl ClientBuilder {
             url: redacted_url.clone(),
             cause,
         };
-        let (subscriptions, push_handler) = Subscriptions::new();
+        let wake_id = format!("{:016x}", rand::random::<u64>());
+        let (subscriptions, push_handler) = Subscriptions::new(&wake_id);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
@@ -441,6 +445,7 @@ impl ClientBuilder {
                 subscriptions,
                 watchdog,
                 holds: Holds::default(),
+                wake_id,
                 classes: Classes::new(self.metrics_class),
                 _shutdown: shutdown_tx,
             }),

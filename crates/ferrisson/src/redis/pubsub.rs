@@ -9,6 +9,9 @@
 //! A message wakes one waiter of its channel (a release frees one lock), or as many as its
 //! payload says: a number (permits released) or `all` (a latch reached zero); a lost
 //! connection wakes them all, since messages may have been missed while it was down.
+//! A `Lock` wakes one waiting client on a channel of that client's own; such a message
+//! arriving once no local task waits there (the channel lingers) is passed on to the
+//! next waiting client (`lock_withdraw.lua`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,6 +24,7 @@ use crate::api::error::{Error, Result};
 use crate::observe::metrics;
 use crate::redis::connection::Connection;
 use crate::redis::connection::push::{PushHandler, PushTarget};
+use crate::redis::scripts::lock::{LockWithdraw, WakeKeys};
 
 #[derive(Default)]
 struct Channels {
@@ -41,6 +45,10 @@ enum Op {
     /// The subscription connection was replaced (a failover): subscribe every channel
     /// again on the new one.
     ResubscribeAll,
+    /// A release woke this client on its own channel of a `Lock` (`{name}:c:<client
+    /// id>`) while none of its tasks waits there any more (the subscription lingers):
+    /// pass the wake-up on, so that another client's waiter does not sleep through it.
+    PassOn(String),
 }
 
 type Shared = Arc<Mutex<Channels>>;
@@ -56,6 +64,8 @@ pub(crate) struct Subscriptions {
     shared: Shared,
     ops: mpsc::UnboundedSender<Op>,
     ops_rx: Mutex<Option<mpsc::UnboundedReceiver<Op>>>,
+    /// The client's id among a `Lock`'s waiting clients.
+    wake_id: Arc<str>,
 }
 
 /// What the connections hand push messages to: releases wake local waiters, a
@@ -63,12 +73,14 @@ pub(crate) struct Subscriptions {
 struct Dispatch {
     shared: Shared,
     ops: mpsc::UnboundedSender<Op>,
+    /// `:c:<client id>`: how the client's own wake-up channels of a `Lock` end.
+    wake_suffix: String,
 }
 
 impl PushTarget for Dispatch {
     fn push(&self, push: PushInfo) {
-        if let Some(dropped) = dispatch(&self.shared, &push) {
-            let _ = self.ops.send(Op::Resubscribe(dropped));
+        if let Some(op) = dispatch(&self.shared, &self.wake_suffix, &push) {
+            let _ = self.ops.send(op);
         }
     }
 
@@ -80,16 +92,20 @@ impl PushTarget for Dispatch {
 
 impl Subscriptions {
     /// The registry and the push handler to install on the connection.
-    pub(crate) fn new() -> (Self, PushHandler) {
+    ///
+    /// `wake_id` is the client's id among a `Lock`'s waiting clients.
+    pub(crate) fn new(wake_id: &str) -> (Self, PushHandler) {
         let shared: Shared = Arc::default();
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let handler = PushHandler::new(Dispatch {
             shared: Arc::clone(&shared),
             ops: ops.clone(),
+            wake_suffix: format!(":c:{wake_id}"),
         });
         let subscriptions = Self {
             shared,
             ops,
+            wake_id: Arc::from(wake_id),
             ops_rx: Mutex::new(Some(ops_rx)),
         };
         (subscriptions, handler)
@@ -103,7 +119,12 @@ impl Subscriptions {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(rx) = rx {
-            tokio::spawn(run_actor(connection, rx, Arc::clone(&self.shared)));
+            tokio::spawn(run_actor(
+                connection,
+                rx,
+                Arc::clone(&self.shared),
+                Arc::clone(&self.wake_id),
+            ));
         }
     }
 
@@ -185,6 +206,20 @@ impl Subscription {
         }
     }
 
+    /// How many other local waiters share this waiter's channel now.
+    pub(crate) fn others(&self) -> usize {
+        lock(&self.shared)
+            .by_name
+            .get(&self.channel)
+            .map_or(0, |entry| entry.members.saturating_sub(1))
+    }
+
+    /// Passes one wake-up to another local waiter of the channel (or stores it for the
+    /// next one to listen): a waiter leaving may have taken the one a release sent.
+    pub(crate) fn pass_on(&self) {
+        self.notify.notify_one();
+    }
+
     /// A wake-up of this channel to await, registered as a waiter once enabled
     /// (`Notified::enable`), so a message that arrives before it is awaited still counts.
     pub(crate) fn listen(&self) -> tokio::sync::futures::Notified<'_> {
@@ -230,9 +265,12 @@ impl Drop for Subscription {
     }
 }
 
-/// Wakes the waiters a push message concerns. Returns a channel the server unsubscribed
-/// this client from on its own while waiters still wait on it (a cluster slot that moved).
-fn dispatch(shared: &Shared, push: &PushInfo) -> Option<String> {
+/// Wakes the waiters a push message concerns. Returns what the actor must do about it:
+/// subscribe again to a channel the server unsubscribed this client from on its own while
+/// waiters still wait on it (a cluster slot that moved), or pass on a wake-up that came
+/// on one of the client's own `Lock` channels (those ending in `wake_suffix`) with no
+/// local waiter left to take it.
+fn dispatch(shared: &Shared, wake_suffix: &str, push: &PushInfo) -> Option<Op> {
     match push.kind {
         // Releases are published to shard channels (`SPUBLISH`), which reach the lock's
         // shard only on a cluster and are plain channels on one server.
@@ -243,18 +281,22 @@ fn dispatch(shared: &Shared, push: &PushInfo) -> Option<String> {
             let Ok(channel) = std::str::from_utf8(channel) else {
                 return None;
             };
-            if let Some(waiters) = lock(shared).by_name.get(channel) {
-                match wakeups(push.data.get(1)) {
-                    Wakeups::All => {
-                        waiters.notify.notify_waiters();
-                        // ...and one stored wake-up for a waiter that is between two waits.
+            let channels = lock(shared);
+            let Some(waiters) = channels.by_name.get(channel) else {
+                return channel
+                    .ends_with(wake_suffix)
+                    .then(|| Op::PassOn(channel.to_owned()));
+            };
+            match wakeups(push.data.get(1)) {
+                Wakeups::All => {
+                    waiters.notify.notify_waiters();
+                    // ...and one stored wake-up for a waiter that is between two waits.
+                    waiters.notify.notify_one();
+                }
+                // More wake-ups than members would only pile up as one stored permit.
+                Wakeups::Some(n) => {
+                    for _ in 0..n.min(waiters.members) {
                         waiters.notify.notify_one();
-                    }
-                    // More wake-ups than members would only pile up as one stored permit.
-                    Wakeups::Some(n) => {
-                        for _ in 0..n.min(waiters.members) {
-                            waiters.notify.notify_one();
-                        }
                     }
                 }
             }
@@ -271,7 +313,7 @@ fn dispatch(shared: &Shared, push: &PushInfo) -> Option<String> {
             let waiters = channels.by_name.get(channel)?;
             waiters.notify.notify_waiters();
             waiters.notify.notify_one();
-            return Some(channel.to_owned());
+            return Some(Op::Resubscribe(channel.to_owned()));
         }
         _ => {}
     }
@@ -313,7 +355,12 @@ fn wakeups(payload: Option<&Value>) -> Wakeups {
 /// UNSUBSCRIBE round trip each time, and a waiter that re-joins is ready at once.
 const LINGER: Duration = Duration::from_millis(500);
 
-async fn run_actor(connection: Connection, mut ops: mpsc::UnboundedReceiver<Op>, shared: Shared) {
+async fn run_actor(
+    connection: Connection,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    shared: Shared,
+    wake_id: Arc<str>,
+) {
     let mut subscribed = Subscribed::default();
     // Channels nobody waits on any more, in the order they were left, with when they go.
     let mut leaving: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
@@ -368,8 +415,44 @@ async fn run_actor(connection: Connection, mut ops: mpsc::UnboundedReceiver<Op>,
                 let channels = subscribed.drain();
                 resubscribe(&connection, &shared, &mut subscribed, channels).await;
             }
+            Op::PassOn(channel) => pass_on(&connection, &channel, &wake_id),
         }
     }
+}
+
+/// Runs `lock_withdraw.lua` for the `Lock` whose wake-up channel of this client is
+/// `channel`: the client is taken off the waiting clients and, if the lock is free, the
+/// next one is woken. On a task of its own, so that the actor's subscriptions do not wait
+/// for it.
+fn pass_on(connection: &Connection, channel: &str, wake_id: &Arc<str>) {
+    let Some(base) = channel
+        .strip_suffix(&**wake_id)
+        .and_then(|c| c.strip_suffix(":c:"))
+    else {
+        return;
+    };
+    let (key, waiters, channels) = (
+        base.to_owned(),
+        format!("{base}:waiters"),
+        format!("{base}:c:"),
+    );
+    let connection = connection.clone();
+    let wake_id = Arc::clone(wake_id);
+    tokio::spawn(async move {
+        let withdrawn = connection
+            .run(&LockWithdraw {
+                key: &key,
+                wake: WakeKeys {
+                    waiters: &waiters,
+                    channels: &channels,
+                },
+                client: &wake_id,
+            })
+            .await;
+        if let Err(e) = withdrawn {
+            tracing::debug!(error = %e, "passing on a wake-up nobody here waits for failed; the other waiters try again when the holder's lease runs out");
+        }
+    });
 }
 
 /// Subscribes `channels` again where they live now, those that still have waiters. A

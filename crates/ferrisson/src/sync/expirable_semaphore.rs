@@ -657,8 +657,8 @@ impl ExpirableSemaphore {
         }
     }
 
-    /// Runs the acquire script on a spawned task, so that permits taken for a caller
-    /// that went away are released when the reply arrives.
+    /// Sends the acquire script so that permits taken for a caller that went away are
+    /// released when the reply arrives (on a spawned task, only then: see `send_or_undo`).
     async fn send_acquire(&self, ids: Arc<[PermitId]>, lease: Duration) -> Result<PermitTaken> {
         let shared = Arc::clone(&self.shared);
         send_or_undo(

@@ -521,8 +521,8 @@ impl Semaphore {
         }
     }
 
-    /// Runs the acquire on a spawned task: permits taken for a caller that went away are
-    /// given back when the reply arrives.
+    /// Sends the acquire so that permits taken for a caller that went away are given back
+    /// when the reply arrives (on a spawned task, only then: see `send_or_undo`).
     async fn send_acquire(&self, permits: u32) -> Result<PermitsTaken> {
         let client = self.client.clone();
         let keys = self.keys.clone();

@@ -74,13 +74,32 @@ impl redis::FromRedisValue for LockAcquired {
     }
 }
 
+/// The keys by which a reentrant lock's release wakes one waiting client
+/// (`lock_wake.lua`): the set of waiting clients and the prefix of their channels.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WakeKeys<'a> {
+    pub(crate) waiters: &'a str,
+    pub(crate) channels: &'a str,
+}
+
+/// Whether an acquire registers its client as waiting (`lock_acquire.lua`'s ARGV[4..5]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Register<'a> {
+    /// Registers nothing (a first attempt, `try_lock`).
+    No,
+    /// Registers `client` if refused; keeps it registered if granted while `others`.
+    Waiting { client: &'a str, others: bool },
+}
+
 /// `lock_acquire.lua`: acquires or re-enters a reentrant lock.
 pub(crate) struct LockAcquire<'a> {
     pub(crate) key: &'a str,
     pub(crate) fence: &'a str,
+    pub(crate) waiters: &'a str,
     pub(crate) owner: OwnerId,
     pub(crate) lease: Duration,
     pub(crate) mode: AcquireMode,
+    pub(crate) register: Register<'a>,
 }
 
 impl ScriptCall for LockAcquire<'_> {
@@ -91,11 +110,18 @@ impl ScriptCall for LockAcquire<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
+        let (client, others) = match self.register {
+            Register::No => ("", false),
+            Register::Waiting { client, others } => (client, others),
+        };
         call.key(self.key)
             .key(self.fence)
+            .key(self.waiters)
             .arg(self.owner)
             .arg(millis(self.lease))
-            .arg(self.mode.as_arg());
+            .arg(self.mode.as_arg())
+            .arg(client)
+            .arg(if others { "1" } else { "0" });
     }
 
     fn idempotent(&self) -> bool {
@@ -110,7 +136,7 @@ impl ScriptCall for LockAcquire<'_> {
 /// `lock_release.lua`: releases one hold of a reentrant lock.
 pub(crate) struct LockRelease<'a> {
     pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
+    pub(crate) wake: WakeKeys<'a>,
     pub(crate) owner: OwnerId,
     pub(crate) lease: Duration,
     pub(crate) release_id: ReleaseId,
@@ -125,7 +151,8 @@ impl ScriptCall for LockRelease<'_> {
 
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key)
-            .key(self.channel)
+            .key(self.wake.waiters)
+            .key(self.wake.channels)
             .arg(self.owner)
             .arg(millis(self.lease))
             .arg(self.release_id);
@@ -136,7 +163,7 @@ impl ScriptCall for LockRelease<'_> {
 /// went away). Replies whether the owner held it.
 pub(crate) struct LockAbandon<'a> {
     pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
+    pub(crate) wake: WakeKeys<'a>,
     pub(crate) owner: OwnerId,
 }
 
@@ -148,7 +175,62 @@ impl ScriptCall for LockAbandon<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
-        call.key(self.key).key(self.channel).arg(self.owner);
+        call.key(self.key)
+            .key(self.wake.waiters)
+            .key(self.wake.channels)
+            .arg(self.owner);
+    }
+
+    fn idempotent(&self) -> bool {
+        true
+    }
+}
+
+/// `lock_withdraw.lua`: the client's last local waiter left without the lock; wakes the
+/// next waiting client if the lock is free. Replies whether one was woken.
+pub(crate) struct LockWithdraw<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) wake: WakeKeys<'a>,
+    pub(crate) client: &'a str,
+}
+
+impl ScriptCall for LockWithdraw<'_> {
+    type Reply = bool;
+
+    fn script(&self) -> &'static LuaScript {
+        &SCRIPTS.lock_withdraw
+    }
+
+    fn fill(&self, call: &mut Invocation) {
+        call.key(self.key)
+            .key(self.wake.waiters)
+            .key(self.wake.channels)
+            .arg(self.client);
+    }
+
+    fn idempotent(&self) -> bool {
+        true
+    }
+}
+
+/// `lock_force_release.lua`: deletes a reentrant lock whoever holds it and wakes one
+/// waiting client. Replies whether there was one.
+pub(crate) struct LockForceRelease<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) wake: WakeKeys<'a>,
+}
+
+impl ScriptCall for LockForceRelease<'_> {
+    type Reply = bool;
+
+    fn script(&self) -> &'static LuaScript {
+        &SCRIPTS.lock_force_release
+    }
+
+    fn fill(&self, call: &mut Invocation) {
+        call.key(self.key)
+            .key(self.wake.waiters)
+            .key(self.wake.channels);
     }
 
     fn idempotent(&self) -> bool {

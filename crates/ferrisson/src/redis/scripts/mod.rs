@@ -249,8 +249,10 @@ macro_rules! scripts {
 
 scripts! {
     lock_acquire => ["fencing_token.lua", "lock_acquire.lua"],
-    lock_release => ["lock_release.lua"],
-    lock_abandon => ["lock_abandon.lua"],
+    lock_release => ["allow_oom.lua", "lock_wake.lua", "lock_release.lua"],
+    lock_abandon => ["allow_oom.lua", "lock_wake.lua", "lock_abandon.lua"],
+    lock_withdraw => ["allow_oom.lua", "lock_wake.lua", "lock_withdraw.lua"],
+    lock_force_release => ["allow_oom.lua", "lock_wake.lua", "lock_force_release.lua"],
     lock_renew => ["lock_renew.lua"],
     lock_inspect => ["lock_inspect.lua"],
     force_release => ["force_release.lua"],
