@@ -147,99 +147,102 @@ async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for &lease in &config.leases {
         for locks in LOCKS {
-            let window = lease * config.window_leases;
-            let period = (lease / 3).as_secs_f64();
-            let keys = floor_keys(topology, locks);
-            let floor = floor_row(
+            measure(
                 deployment,
                 &mut info,
-                &keys,
+                &url,
                 lease,
-                window,
-                Keeper::Pipeline,
+                locks,
+                config.window_leases,
             )
             .await?;
-            flush(&mut info).await?;
-            let bare = floor_row(
-                deployment,
-                &mut info,
-                &keys,
-                lease,
-                window,
-                Keeper::BareScript,
-            )
-            .await?;
-            flush(&mut info).await?;
-            let watchdog = watchdog_row(&url, &mut info, locks, lease, window).await?;
-            flush(&mut info).await?;
-            let expected_renewals = locks as f64 / period;
-            // Requests per round: the floor's per master, the scripts' per call group (on a
-            // cluster a hash slot; the lock names hash to the floor keys' slots).
-            let pipeline_round = batches(topology, &info, &keys, Keeper::Pipeline).len();
-            let script_round = batches(topology, &info, &keys, Keeper::BareScript).len();
-            for (name, row, is_floor, round) in [
-                ("raw PEXPIRE floor", &floor, true, pipeline_round),
-                ("bare script (no owner check)", &bare, false, script_round),
-                ("`Lock` watchdog", &watchdog, false, script_round),
-            ] {
-                let expected_requests = round as f64 / period;
-                let w = &row.window;
-                let ratio = |value: f64, floor_value: f64| {
-                    if is_floor {
-                        "1.00".to_owned()
-                    } else {
-                        format!("{:.2}", value / floor_value)
-                    }
-                };
-                println!(
-                    "| {} s | {locks} | {name} | {:.1} ({expected_requests:.1}) | {:.0} ({expected_renewals:.0}) | {:.2} | {} | {:.2} | {:.2} | {} | {:.2} | {} | {}/{locks} ({:.2} s) |",
-                    lease.as_secs(),
-                    w.requests_per_s(row.requests),
-                    w.renewals_per_s(),
-                    w.client_cpu_ms_per_s(),
-                    ratio(w.client_cpu_ms_per_s(), floor.window.client_cpu_ms_per_s()),
-                    w.client_cpu_us_per_renewal(),
-                    w.command_ms_per_s(),
-                    ratio(w.command_ms_per_s(), floor.window.command_ms_per_s()),
-                    w.redis_cpu_ms_per_s(),
-                    ratio(w.redis_cpu_ms_per_s(), floor.window.redis_cpu_ms_per_s()),
-                    row.held,
-                    row.least_left.as_secs_f64(),
-                );
-            }
-            if !topology.is_single() {
-                let slots: std::collections::BTreeSet<u16> =
-                    keys.iter().map(|k| key_slot(k)).collect();
-                let groups = if topology == Topology::Cluster {
-                    format!(
-                        ": {} distinct hash slots among the names, over {} masters",
-                        slots.len(),
-                        info.conns.len()
-                    )
-                } else {
-                    String::new()
-                };
-                println!(
-                    "\n{locks} locks, {} s lease: requests per renewal round (requests/s × lease/3): floor {:.0} (expected {pipeline_round}), bare script {:.0}, watchdog {:.0} (expected {script_round}{groups})\n",
-                    lease.as_secs(),
-                    floor.window.requests_per_s(floor.requests) * period,
-                    bare.window.requests_per_s(bare.requests) * period,
-                    watchdog.window.requests_per_s(watchdog.requests) * period,
-                );
-            }
-            if watchdog.held < locks || floor.held < locks || bare.held < locks {
-                println!(
-                    "\n**LOST**: a lock or reference key was not held at the end of the window.\n"
-                );
-            }
-            if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
-                let acquired_in = watchdog.acquired_in.unwrap_or_default();
-                println!(
-                    "\nnote: acquiring took {:.2} s, more than lease/6: the holds renew in more than one round per period.\n",
-                    acquired_in.as_secs_f64()
-                );
-            }
         }
+    }
+    Ok(())
+}
+
+/// The three rows of one lease and number of locks, printed.
+async fn measure(
+    deployment: &Deployment,
+    info: &mut Masters,
+    url: &str,
+    lease: Duration,
+    locks: usize,
+    window_leases: u32,
+) -> anyhow::Result<()> {
+    let topology = deployment.topology();
+    let window = lease * window_leases;
+    let period = (lease / 3).as_secs_f64();
+    let keys = floor_keys(topology, locks);
+    let floor = floor_row(deployment, info, &keys, lease, window, Keeper::Pipeline).await?;
+    flush(info).await?;
+    let bare = floor_row(deployment, info, &keys, lease, window, Keeper::BareScript).await?;
+    flush(info).await?;
+    let watchdog = watchdog_row(url, info, locks, lease, window).await?;
+    flush(info).await?;
+    let expected_renewals = locks as f64 / period;
+    // Requests per round: the floor's per master, the scripts' per call group (on a
+    // cluster a hash slot; the lock names hash to the floor keys' slots).
+    let pipeline_round = batches(topology, info, &keys, Keeper::Pipeline).len();
+    let script_round = batches(topology, info, &keys, Keeper::BareScript).len();
+    for (name, row, is_floor, round) in [
+        ("raw PEXPIRE floor", &floor, true, pipeline_round),
+        ("bare script (no owner check)", &bare, false, script_round),
+        ("`Lock` watchdog", &watchdog, false, script_round),
+    ] {
+        let expected_requests = round as f64 / period;
+        let w = &row.window;
+        let ratio = |value: f64, floor_value: f64| {
+            if is_floor {
+                "1.00".to_owned()
+            } else {
+                format!("{:.2}", value / floor_value)
+            }
+        };
+        println!(
+            "| {} s | {locks} | {name} | {:.1} ({expected_requests:.1}) | {:.0} ({expected_renewals:.0}) | {:.2} | {} | {:.2} | {:.2} | {} | {:.2} | {} | {}/{locks} ({:.2} s) |",
+            lease.as_secs(),
+            w.requests_per_s(row.requests),
+            w.renewals_per_s(),
+            w.client_cpu_ms_per_s(),
+            ratio(w.client_cpu_ms_per_s(), floor.window.client_cpu_ms_per_s()),
+            w.client_cpu_us_per_renewal(),
+            w.command_ms_per_s(),
+            ratio(w.command_ms_per_s(), floor.window.command_ms_per_s()),
+            w.redis_cpu_ms_per_s(),
+            ratio(w.redis_cpu_ms_per_s(), floor.window.redis_cpu_ms_per_s()),
+            row.held,
+            row.least_left.as_secs_f64(),
+        );
+    }
+    if !topology.is_single() {
+        let slots: std::collections::BTreeSet<u16> = keys.iter().map(key_slot).collect();
+        let groups = if topology == Topology::Cluster {
+            format!(
+                ": {} distinct hash slots among the names, over {} masters",
+                slots.len(),
+                info.conns.len()
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "\n{locks} locks, {} s lease: requests per renewal round (requests/s × lease/3): floor {:.0} (expected {pipeline_round}), bare script {:.0}, watchdog {:.0} (expected {script_round}{groups})\n",
+            lease.as_secs(),
+            floor.window.requests_per_s(floor.requests) * period,
+            bare.window.requests_per_s(bare.requests) * period,
+            watchdog.window.requests_per_s(watchdog.requests) * period,
+        );
+    }
+    if watchdog.held < locks || floor.held < locks || bare.held < locks {
+        println!("\n**LOST**: a lock or reference key was not held at the end of the window.\n");
+    }
+    if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
+        let acquired_in = watchdog.acquired_in.unwrap_or_default();
+        println!(
+            "\nnote: acquiring took {:.2} s, more than lease/6: the holds renew in more than one round per period.\n",
+            acquired_in.as_secs_f64()
+        );
     }
     Ok(())
 }
