@@ -57,7 +57,7 @@ async fn run_row(
 ) -> anyhow::Result<Row> {
     let name = format!("bench-{}-{contenders}", kind.name());
     let pace = Pace::from_env("FAIRNESS_BENCH");
-    let run = run_contention(server, info, kind, contenders, &name, target, pace).await?;
+    let run = run_contention(&server.url(), info, kind, contenders, &name, target, pace).await?;
     let scripts = ["evalsha", "eval"]
         .iter()
         .filter_map(|c| run.cost.calls.get(*c))

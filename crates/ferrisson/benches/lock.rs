@@ -6,13 +6,19 @@
 //! measures what the library's metric calls cost when an application has a recorder;
 //! `LOCK_BENCH_ROUNDS`, `LOCK_BENCH_SLICE_MS`, `LOCK_BENCH_GRANTS`, `LOCK_BENCH_WAIT_MS`,
 //! and for the hand-off `LOCK_BENCH_HOLD_US`, `LOCK_BENCH_PAUSE_US`, `LOCK_BENCH_WAITED_US`
-//! change the sizes).
+//! change the sizes; `-- --topology sentinel` or `-- --topology cluster` runs everything
+//! on a Sentinel group or a 3-master Redis Cluster instead of one server, see
+//! `common/topology.rs`).
 //! Prints markdown tables for BENCHMARKS.md.
 //!
 //! - floor: `SET key token NX PX 30000` + a compare-and-delete script (`EVALSHA`) through
 //!   one redis-rs multiplexed connection: the least any correct lock can do.
 //! - rslock (0.10, one server): `SET NX PX` + a compare-and-delete script, no watchdog,
-//!   no fencing, no re-entry; its waiters poll.
+//!   no fencing, no re-entry; its waiters poll. Left out on a Sentinel group or cluster,
+//!   which it cannot use.
+//! - On a Sentinel group the floor runs on the master connection redis-rs's
+//!   `SentinelClient` hands out, on a cluster through redis-rs's `ClusterConnection`;
+//!   Redis CPU and calls are summed over the masters.
 //! - Uncontended lock+unlock latency, p50/p99, and what a pair costs: client CPU (this
 //!   process, `getrusage`), Redis CPU (`INFO cpu`), Redis calls by command
 //!   (`INFO commandstats`, scripts' inner calls included).
@@ -32,13 +38,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrisson::{Client, Lock, SimpleLock};
-use ferrisson_testkit::RedisServer;
-use redis::aio::MultiplexedConnection;
 
 use common::cost::{Cost, Snapshot};
 use common::handoff::{Contended, LockKind, Pace, run_contention};
 use common::stats::{env_number, micros, p50_p99};
 use common::throughput::{self, Contestant, Pairs};
+use common::topology::{Deployment, Masters, Raw, Topology};
 
 const CAD: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
@@ -60,6 +65,7 @@ struct Config {
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
+    let topology = Topology::from_args()?;
     if std::env::args().any(|a| a == "--noop-recorder") {
         metrics::set_global_recorder(metrics::NoopRecorder)
             .map_err(|_| anyhow::anyhow!("a recorder was installed already"))?;
@@ -83,7 +89,8 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(&config))
+    let deployment = Deployment::start(topology)?;
+    runtime.block_on(run(&config, &deployment))
 }
 
 /// The locks compared in the uncontended tables.
@@ -96,6 +103,14 @@ enum Kind {
 }
 
 const KINDS: [Kind; 4] = [Kind::Floor, Kind::Simple, Kind::Lock, Kind::Rslock];
+
+/// The kinds that run on `topology`: rslock talks to single servers only.
+fn kinds(topology: Topology) -> Vec<Kind> {
+    KINDS
+        .into_iter()
+        .filter(|kind| topology.is_single() || !matches!(kind, Kind::Rslock))
+        .collect()
+}
 
 impl Kind {
     fn name(self) -> &'static str {
@@ -119,16 +134,17 @@ impl Kind {
 
 /// What the contestants run on: one connection or client each, shared by all tasks.
 struct Peers {
-    raw: MultiplexedConnection,
+    raw: Raw,
     cad: redis::Script,
     client: Client,
-    rslock: rslock::LockManager,
+    /// On one server only.
+    rslock: Option<rslock::LockManager>,
 }
 
 /// One lock of one kind, ready for lock+unlock pairs.
 enum Subject {
     Floor {
-        raw: MultiplexedConnection,
+        raw: Raw,
         cad: redis::Script,
         key: String,
     },
@@ -151,7 +167,10 @@ impl Subject {
             Kind::Simple => Self::Simple(peers.client.simple_lock(&key)?),
             Kind::Lock => Self::Lock(peers.client.lock(&key)?),
             Kind::Rslock => Self::Rslock {
-                manager: peers.rslock.clone(),
+                manager: peers
+                    .rslock
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("rslock runs on one server only"))?,
                 key,
             },
         })
@@ -183,35 +202,41 @@ impl Subject {
     }
 }
 
-async fn run(config: &Config) -> anyhow::Result<()> {
-    let server = RedisServer::start()?;
-    let url = server.url();
-    let connect = || common::raw_connection(&url);
+async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
+    let topology = deployment.topology();
+    let url = deployment.url();
     let peers = Arc::new(Peers {
-        raw: connect().await?,
+        raw: deployment.floor_connection().await?,
         cad: redis::Script::new(CAD),
-        client: Client::connect(&server.url()).await?,
-        rslock: rslock::LockManager::new(vec![server.url()]),
+        client: Client::connect(&url).await?,
+        rslock: topology
+            .is_single()
+            .then(|| rslock::LockManager::new(vec![url.clone()])),
     });
-    let mut info = connect().await?;
+    let mut info = deployment.masters().await?;
+    if !topology.is_single() {
+        println!("(topology: {}; {})\n", topology, deployment.describe());
+    }
+    let kinds = kinds(topology);
 
-    uncontended(&peers, &mut info, config).await?;
-    distinct_keys(&peers, &mut info, config).await?;
-    handoff(&server, &mut info, config).await
+    uncontended(&peers, &kinds, &mut info, config).await?;
+    distinct_keys(&peers, &kinds, &mut info, config).await?;
+    handoff(&url, &mut info, config).await
 }
 
 /// Uncontended lock+unlock latency.
 async fn uncontended(
     peers: &Peers,
-    info: &mut MultiplexedConnection,
+    kinds: &[Kind],
+    info: &mut Masters,
     config: &Config,
 ) -> anyhow::Result<()> {
-    let mut samples: Vec<Vec<Duration>> = KINDS.iter().map(|_| Vec::new()).collect();
-    let mut costs: Vec<Cost> = KINDS.iter().map(|_| Cost::default()).collect();
+    let mut samples: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::new()).collect();
+    let mut costs: Vec<Cost> = kinds.iter().map(|_| Cost::default()).collect();
     // Short rounds alternate the kinds, so that drift in the machine's load hits them
     // alike (on this VM latency moves with load either way: idle cores wake up slowly).
     for round in 0..=config.m1_rounds {
-        for ((kind, samples), cost) in KINDS.iter().zip(&mut samples).zip(&mut costs) {
+        for ((kind, samples), cost) in kinds.iter().zip(&mut samples).zip(&mut costs) {
             let mut subject = Subject::new(*kind, peers, format!("m1:{}", kind.label()))?;
             // Round 0 warms up (script loading, connections) and is not counted.
             let iterations = if round == 0 { 50 } else { config.m1_iterations };
@@ -237,7 +262,7 @@ async fn uncontended(
         "| | p50 µs | p99 µs | p50 / floor | p99 / floor | client CPU µs/pair | / floor | Redis CPU µs/pair | / floor | Redis calls per pair (scripts' inner calls included) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for ((kind, samples), cost) in KINDS.iter().zip(&mut samples).zip(&costs) {
+    for ((kind, samples), cost) in kinds.iter().zip(&mut samples).zip(&costs) {
         let (p50, p99) = p50_p99(samples);
         let (client, redis) = (cost.client_us_per(pairs), cost.redis_us_per(pairs));
         println!(
@@ -258,7 +283,8 @@ async fn uncontended(
 /// Lock+unlock throughput on distinct keys: every task has its own lock.
 async fn distinct_keys(
     peers: &Arc<Peers>,
-    info: &mut MultiplexedConnection,
+    kinds: &[Kind],
+    info: &mut Masters,
     config: &Config,
 ) -> anyhow::Result<()> {
     println!(
@@ -268,7 +294,7 @@ async fn distinct_keys(
     println!("| tasks | lock | {}", throughput::COLUMNS);
     println!("|---:|---|{}", throughput::ALIGNMENT);
     for tasks in [1, 16, 64, 256] {
-        let contestants: Vec<Contestant> = KINDS
+        let contestants: Vec<Contestant> = kinds
             .iter()
             .map(|&kind| {
                 let peers = Arc::clone(peers);
@@ -293,11 +319,7 @@ async fn distinct_keys(
 }
 
 /// Contended hand-off between contenders on their own clients.
-async fn handoff(
-    server: &RedisServer,
-    info: &mut MultiplexedConnection,
-    config: &Config,
-) -> anyhow::Result<()> {
+async fn handoff(url: &str, info: &mut Masters, config: &Config) -> anyhow::Result<()> {
     println!(
         "\n## Contended hand-off (release start -> another contender, already waiting, holds; {} grants per row, each held {:?}, then {:?} apart)\n",
         config.grants, config.pace.hold, config.pace.pause
@@ -309,10 +331,11 @@ async fn handoff(
     for contenders in [2, 8, 32] {
         for kind in [LockKind::Lock, LockKind::Simple, LockKind::Fair] {
             let name = format!("m3:{}:{contenders}", kind.name());
-            // The round trip right before the row, under the same machine load.
-            let rtt = common::ping_p50(info, 500).await?;
+            // The round trip right before the row, under the same machine load, to the
+            // node that serves the lock.
+            let rtt = common::ping_p50(info.conn_of_key(&format!("{{{name}}}")), 500).await?;
             let run = run_contention(
-                server,
+                url,
                 info,
                 kind,
                 contenders,
@@ -347,7 +370,7 @@ async fn handoff(
 /// `window` of that (requests = script calls and (un)subscriptions).
 async fn requests_while_waiting(
     clients: &[Client],
-    info: &mut MultiplexedConnection,
+    info: &mut Masters,
     kind: LockKind,
     window: Duration,
 ) -> anyhow::Result<Cost> {

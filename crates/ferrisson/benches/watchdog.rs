@@ -2,8 +2,16 @@
 //! redis-rs floor measured in the same run.
 //!
 //! `cargo bench -p ferrisson --bench watchdog` (add `-- --quick` for a short run: the 3 s
-//! lease only, a one-lease window). Starts its own redis-server; prints markdown tables
-//! for BENCHMARKS.md.
+//! lease only, a one-lease window; `-- --topology sentinel` or `-- --topology cluster`
+//! for a Sentinel group or a 3-master Redis Cluster instead of one server, see
+//! `common/topology.rs`). Starts its own Redis processes; prints markdown tables for
+//! BENCHMARKS.md.
+//!
+//! On a cluster the floor keeps one connection per master and renews each key on its own
+//! master (one pipeline of up to 100 `PEXPIRE` per 100 keys of a master); a script call
+//! may only touch keys of one hash slot there, so the bare script (and the watchdog)
+//! send one call per slot of up to 100 keys. Their keys hash to the same slots as the
+//! locks' (`m6:floor:{m6:lock:N}`). Redis's counters are summed over the masters.
 //!
 //! For each lease (the client's default, 30 s, then 3 s to make the numbers bigger) and
 //! each number of locks:
@@ -46,7 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferrisson::{Client, LockGuard};
-use ferrisson_testkit::RedisServer;
+use ferrisson_testkit::key_slot;
 use futures_util::future::join_all;
 use futures_util::{StreamExt, TryStreamExt};
 use redis::aio::MultiplexedConnection;
@@ -54,6 +62,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use common::cost::Snapshot;
+use common::topology::{Deployment, Masters, Topology};
 
 /// Keys per renewal request: the watchdog's batch size, and the floor's pipeline size.
 const BATCH: usize = 100;
@@ -82,6 +91,7 @@ struct Config {
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
+    let topology = Topology::from_args()?;
     let config = if quick {
         Config {
             leases: vec![Duration::from_secs(3)],
@@ -99,17 +109,22 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(&config))
+    let deployment = Deployment::start(topology)?;
+    runtime.block_on(run(&config, &deployment))
 }
 
-async fn run(config: &Config) -> anyhow::Result<()> {
-    let server = RedisServer::start()?;
-    let mut info = common::raw_connection(&server.url()).await?;
-    let default_lease = Client::connect(&server.url()).await?.watchdog_lease();
+async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
+    let topology = deployment.topology();
+    let url = deployment.url();
+    let mut info = deployment.masters().await?;
+    let default_lease = Client::connect(&url).await?.watchdog_lease();
+    if !topology.is_single() {
+        println!("(topology: {topology}; {})\n", deployment.describe());
+    }
 
     // Idle: a connected client and a raw connection, nothing held, nothing sent.
     let idle = {
-        let _client = Client::connect(&server.url()).await?;
+        let _client = Client::connect(&url).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let before = Snapshot::take(&mut info).await?;
         tokio::time::sleep(config.idle_window).await;
@@ -132,59 +147,102 @@ async fn run(config: &Config) -> anyhow::Result<()> {
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for &lease in &config.leases {
         for locks in LOCKS {
-            let window = lease * config.window_leases;
-            let floor =
-                floor_row(&server, &mut info, locks, lease, window, Keeper::Pipeline).await?;
-            flush(&mut info).await?;
-            let bare =
-                floor_row(&server, &mut info, locks, lease, window, Keeper::BareScript).await?;
-            flush(&mut info).await?;
-            let watchdog = watchdog_row(&server, &mut info, locks, lease, window).await?;
-            flush(&mut info).await?;
-            let expected_renewals = locks as f64 / (lease / 3).as_secs_f64();
-            let expected_requests = locks.div_ceil(BATCH) as f64 / (lease / 3).as_secs_f64();
-            for (name, row, is_floor) in [
-                ("raw PEXPIRE floor", &floor, true),
-                ("bare script (no owner check)", &bare, false),
-                ("`Lock` watchdog", &watchdog, false),
-            ] {
-                let w = &row.window;
-                let ratio = |value: f64, floor_value: f64| {
-                    if is_floor {
-                        "1.00".to_owned()
-                    } else {
-                        format!("{:.2}", value / floor_value)
-                    }
-                };
-                println!(
-                    "| {} s | {locks} | {name} | {:.1} ({expected_requests:.1}) | {:.0} ({expected_renewals:.0}) | {:.2} | {} | {:.2} | {:.2} | {} | {:.2} | {} | {}/{locks} ({:.2} s) |",
-                    lease.as_secs(),
-                    w.requests_per_s(row.requests),
-                    w.renewals_per_s(),
-                    w.client_cpu_ms_per_s(),
-                    ratio(w.client_cpu_ms_per_s(), floor.window.client_cpu_ms_per_s()),
-                    w.client_cpu_us_per_renewal(),
-                    w.command_ms_per_s(),
-                    ratio(w.command_ms_per_s(), floor.window.command_ms_per_s()),
-                    w.redis_cpu_ms_per_s(),
-                    ratio(w.redis_cpu_ms_per_s(), floor.window.redis_cpu_ms_per_s()),
-                    row.held,
-                    row.least_left.as_secs_f64(),
-                );
-            }
-            if watchdog.held < locks || floor.held < locks || bare.held < locks {
-                println!(
-                    "\n**LOST**: a lock or reference key was not held at the end of the window.\n"
-                );
-            }
-            if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
-                let acquired_in = watchdog.acquired_in.unwrap_or_default();
-                println!(
-                    "\nnote: acquiring took {:.2} s, more than lease/6: the holds renew in more than one round per period.\n",
-                    acquired_in.as_secs_f64()
-                );
-            }
+            measure(
+                deployment,
+                &mut info,
+                &url,
+                lease,
+                locks,
+                config.window_leases,
+            )
+            .await?;
         }
+    }
+    Ok(())
+}
+
+/// The three rows of one lease and number of locks, printed.
+async fn measure(
+    deployment: &Deployment,
+    info: &mut Masters,
+    url: &str,
+    lease: Duration,
+    locks: usize,
+    window_leases: u32,
+) -> anyhow::Result<()> {
+    let topology = deployment.topology();
+    let window = lease * window_leases;
+    let period = (lease / 3).as_secs_f64();
+    let keys = floor_keys(topology, locks);
+    let floor = floor_row(deployment, info, &keys, lease, window, Keeper::Pipeline).await?;
+    flush(info).await?;
+    let bare = floor_row(deployment, info, &keys, lease, window, Keeper::BareScript).await?;
+    flush(info).await?;
+    let watchdog = watchdog_row(url, info, locks, lease, window).await?;
+    flush(info).await?;
+    let expected_renewals = locks as f64 / period;
+    // Requests per round: the floor's per master, the scripts' per call group (on a
+    // cluster a hash slot; the lock names hash to the floor keys' slots).
+    let pipeline_round = batches(topology, info, &keys, Keeper::Pipeline).len();
+    let script_round = batches(topology, info, &keys, Keeper::BareScript).len();
+    for (name, row, is_floor, round) in [
+        ("raw PEXPIRE floor", &floor, true, pipeline_round),
+        ("bare script (no owner check)", &bare, false, script_round),
+        ("`Lock` watchdog", &watchdog, false, script_round),
+    ] {
+        let expected_requests = round as f64 / period;
+        let w = &row.window;
+        let ratio = |value: f64, floor_value: f64| {
+            if is_floor {
+                "1.00".to_owned()
+            } else {
+                format!("{:.2}", value / floor_value)
+            }
+        };
+        println!(
+            "| {} s | {locks} | {name} | {:.1} ({expected_requests:.1}) | {:.0} ({expected_renewals:.0}) | {:.2} | {} | {:.2} | {:.2} | {} | {:.2} | {} | {}/{locks} ({:.2} s) |",
+            lease.as_secs(),
+            w.requests_per_s(row.requests),
+            w.renewals_per_s(),
+            w.client_cpu_ms_per_s(),
+            ratio(w.client_cpu_ms_per_s(), floor.window.client_cpu_ms_per_s()),
+            w.client_cpu_us_per_renewal(),
+            w.command_ms_per_s(),
+            ratio(w.command_ms_per_s(), floor.window.command_ms_per_s()),
+            w.redis_cpu_ms_per_s(),
+            ratio(w.redis_cpu_ms_per_s(), floor.window.redis_cpu_ms_per_s()),
+            row.held,
+            row.least_left.as_secs_f64(),
+        );
+    }
+    if !topology.is_single() {
+        let slots: std::collections::BTreeSet<u16> = keys.iter().map(key_slot).collect();
+        let groups = if topology == Topology::Cluster {
+            format!(
+                ": {} distinct hash slots among the names, over {} masters",
+                slots.len(),
+                info.conns.len()
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "\n{locks} locks, {} s lease: requests per renewal round (requests/s × lease/3): floor {:.0} (expected {pipeline_round}), bare script {:.0}, watchdog {:.0} (expected {script_round}{groups})\n",
+            lease.as_secs(),
+            floor.window.requests_per_s(floor.requests) * period,
+            bare.window.requests_per_s(bare.requests) * period,
+            watchdog.window.requests_per_s(watchdog.requests) * period,
+        );
+    }
+    if watchdog.held < locks || floor.held < locks || bare.held < locks {
+        println!("\n**LOST**: a lock or reference key was not held at the end of the window.\n");
+    }
+    if watchdog.acquired_in.is_some_and(|took| took > lease / 6) {
+        let acquired_in = watchdog.acquired_in.unwrap_or_default();
+        println!(
+            "\nnote: acquiring took {:.2} s, more than lease/6: the holds renew in more than one round per period.\n",
+            acquired_in.as_secs_f64()
+        );
     }
     Ok(())
 }
@@ -202,23 +260,71 @@ struct Row {
     acquired_in: Option<Duration>,
 }
 
+/// The reference rows' plain keys: `m6:floor:N` on one server; elsewhere
+/// `m6:floor:{m6:lock:N}`, in the hash slot of the lock `m6:lock:N`.
+fn floor_keys(topology: Topology, keys: usize) -> Vec<String> {
+    (0..keys)
+        .map(|i| {
+            if topology.is_single() {
+                format!("m6:floor:{i}")
+            } else {
+                format!("m6:floor:{{m6:lock:{i}}}")
+            }
+        })
+        .collect()
+}
+
+/// Up to [`BATCH`] keys that one request of the keeper covers, and the master they are on.
+struct Batch {
+    node: usize,
+    keys: Vec<String>,
+}
+
+/// How `keeper` splits `keys` into requests: a pipeline holds keys of one master; a script
+/// call keys of one call group (on a cluster, one hash slot), as the watchdog's do.
+fn batches(topology: Topology, masters: &Masters, keys: &[String], keeper: Keeper) -> Vec<Batch> {
+    let mut groups: std::collections::BTreeMap<(usize, u16), Vec<String>> =
+        std::collections::BTreeMap::new();
+    for key in keys {
+        let group = match (topology, keeper) {
+            (Topology::Cluster, Keeper::BareScript) => key_slot(key),
+            _ => 0,
+        };
+        groups
+            .entry((masters.of_key(key), group))
+            .or_default()
+            .push(key.clone());
+    }
+    groups
+        .into_iter()
+        .flat_map(|((node, _), keys)| {
+            keys.chunks(BATCH)
+                .map(|chunk| Batch {
+                    node,
+                    keys: chunk.to_vec(),
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// A reference row: plain keys kept alive by `keeper`, every lease/3.
 async fn floor_row(
-    server: &RedisServer,
-    info: &mut MultiplexedConnection,
-    keys: usize,
+    deployment: &Deployment,
+    info: &mut Masters,
+    keys: &[String],
     lease: Duration,
     window: Duration,
     keeper: Keeper,
 ) -> anyhow::Result<Row> {
-    let conn = common::raw_connection(&server.url()).await?;
-    let names: Arc<Vec<String>> = Arc::new((0..keys).map(|i| format!("m6:floor:{i}")).collect());
+    let conns = deployment.floor_node_connections(info).await?;
+    let batches = Arc::new(batches(deployment.topology(), info, keys, keeper));
     let ms = lease.as_millis() as u64;
     let anchor = Instant::now();
-    join_all(names.chunks(BATCH).map(|chunk| {
-        let mut conn = conn.clone();
+    join_all(batches.iter().map(|batch| {
+        let mut conn = conns[batch.node].clone();
         let mut pipe = redis::pipe();
-        for key in chunk {
+        for key in &batch.keys {
             pipe.cmd("SET").arg(key).arg(1).arg("PX").arg(ms).ignore();
         }
         async move { pipe.query_async::<()>(&mut conn).await }
@@ -231,8 +337,8 @@ async fn floor_row(
     let (stop, stopped) = oneshot::channel();
     let keeper_task = tokio::spawn(floor_keeper(
         keeper,
-        conn.clone(),
-        Arc::clone(&names),
+        conns.clone(),
+        Arc::clone(&batches),
         lease,
         anchor,
         Arc::clone(&pipelines),
@@ -250,13 +356,13 @@ async fn floor_row(
     // Every key still there, and the least TTL left.
     let mut held = 0;
     let mut least_left = lease;
-    let mut conn = conn;
-    for chunk in names.chunks(BATCH) {
+    let mut conns = conns;
+    for batch in batches.iter() {
         let mut pipe = redis::pipe();
-        for key in chunk {
+        for key in &batch.keys {
             pipe.cmd("PTTL").arg(key);
         }
-        let ttls: Vec<i64> = pipe.query_async(&mut conn).await?;
+        let ttls: Vec<i64> = pipe.query_async(&mut conns[batch.node]).await?;
         for ttl in ttls.into_iter().filter(|&t| t > 0) {
             held += 1;
             least_left = least_left.min(Duration::from_millis(ttl as u64));
@@ -280,8 +386,8 @@ async fn floor_row(
 
 async fn floor_keeper(
     keeper: Keeper,
-    conn: MultiplexedConnection,
-    names: Arc<Vec<String>>,
+    conns: Vec<MultiplexedConnection>,
+    batches: Arc<Vec<Batch>>,
     lease: Duration,
     anchor: Instant,
     pipelines: Arc<AtomicU64>,
@@ -292,36 +398,48 @@ async fn floor_keeper(
     let mut next = anchor + period;
     let script = redis::Script::new(BARE_RENEW);
     if keeper == Keeper::BareScript {
-        script.load_async(&mut conn.clone()).await?;
+        for conn in &conns {
+            script.load_async(&mut conn.clone()).await?;
+        }
     }
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
             () = tokio::time::sleep_until(next) => {}
         }
-        let replies = join_all(names.chunks(BATCH).map(|chunk| {
-            let mut conn = conn.clone();
+        let replies = join_all(batches.iter().map(|batch| {
+            let mut conn = conns[batch.node].clone();
             let mut pipe = redis::pipe();
             match keeper {
                 Keeper::Pipeline => {
-                    for key in chunk {
+                    for key in &batch.keys {
                         pipe.cmd("PEXPIRE").arg(key).arg(ms).ignore();
                     }
                 }
                 Keeper::BareScript => {
-                    pipe.cmd("EVALSHA").arg(script.get_hash()).arg(chunk.len());
-                    for key in chunk {
+                    pipe.cmd("EVALSHA")
+                        .arg(script.get_hash())
+                        .arg(batch.keys.len());
+                    for key in &batch.keys {
                         pipe.arg(key);
                     }
                     pipe.arg(ms).ignore();
                 }
             }
-            async move { pipe.query_async::<()>(&mut conn).await }
+            let pipelines = &pipelines;
+            async move {
+                let reply = pipe.query_async::<()>(&mut conn).await;
+                // Counted as it is answered: a round late enough to straddle the window's
+                // end counts the requests answered within it.
+                if reply.is_ok() {
+                    pipelines.fetch_add(1, Ordering::SeqCst);
+                }
+                reply
+            }
         }))
         .await;
         for reply in replies {
             reply?;
-            pipelines.fetch_add(1, Ordering::SeqCst);
         }
         next += period;
     }
@@ -329,16 +447,13 @@ async fn floor_keeper(
 
 /// The watchdog: one client holds the locks and renews them.
 async fn watchdog_row(
-    server: &RedisServer,
-    info: &mut MultiplexedConnection,
+    url: &str,
+    info: &mut Masters,
     locks: usize,
     lease: Duration,
     window: Duration,
 ) -> anyhow::Result<Row> {
-    let client = Client::builder(&server.url())
-        .watchdog_lease(lease)
-        .connect()
-        .await?;
+    let client = Client::builder(url).watchdog_lease(lease).connect().await?;
     // Every hold's first renewal falls a third of the lease after its acquire was sent.
     let anchor = Instant::now();
     let guards: Vec<LockGuard> = futures_util::stream::iter(0..locks)
@@ -390,11 +505,9 @@ async fn sleep_to_window_start(anchor: Instant, lease: Duration) {
     tokio::time::sleep_until(start).await;
 }
 
-async fn flush(info: &mut MultiplexedConnection) -> anyhow::Result<()> {
-    redis::cmd("FLUSHALL")
-        .query_async::<()>(info)
-        .await
-        .map_err(Into::into)
+/// Empties every master.
+async fn flush(info: &mut Masters) -> anyhow::Result<()> {
+    info.on_all(&redis::cmd("FLUSHALL")).await
 }
 
 /// The differences between two snapshots.

@@ -4,7 +4,8 @@
 //! - client CPU: user + system time of this process (`getrusage(RUSAGE_SELF)`); the
 //!   redis-server is another process and is not in it;
 //! - Redis CPU: `used_cpu_user` + `used_cpu_sys` of `INFO cpu`: executing commands plus
-//!   reading requests and writing replies, plus the server's idle housekeeping;
+//!   reading requests and writing replies, plus the server's idle housekeeping (summed
+//!   over the masters on a Sentinel group or cluster, see [`Nodes`]);
 //! - commands: `INFO commandstats`, which counts the commands clients send *and* the
 //!   commands scripts run inside Redis (Redis 7). The snapshots' own `INFO` is left out.
 //!   (Its `usec` is not summed here: a script's time includes its inner commands', which
@@ -51,6 +52,18 @@ pub struct CommandStat {
     pub usec: f64,
 }
 
+/// The Redis nodes whose counters a [`Snapshot`] reads and sums: one server, or every
+/// master of a cluster.
+pub trait Nodes {
+    fn nodes(&mut self) -> &mut [MultiplexedConnection];
+}
+
+impl Nodes for MultiplexedConnection {
+    fn nodes(&mut self) -> &mut [MultiplexedConnection] {
+        std::slice::from_mut(self)
+    }
+}
+
 /// The counters at one instant.
 pub struct Snapshot {
     pub at: Instant,
@@ -61,36 +74,46 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads Redis's counters through `conn` (one `INFO cpu commandstats`), then this
-    /// process's CPU time.
-    pub async fn take(conn: &mut MultiplexedConnection) -> anyhow::Result<Self> {
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .arg("commandstats")
-            .query_async(conn)
-            .await?;
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        let redis_cpu = Duration::from_secs_f64(field("used_cpu_user") + field("used_cpu_sys"));
-        let commands = info
-            .lines()
-            .filter_map(|line| {
-                let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+    /// Reads Redis's counters on every node of `info` (one `INFO cpu commandstats` each,
+    /// summed), then this process's CPU time.
+    pub async fn take(info: &mut impl Nodes) -> anyhow::Result<Self> {
+        let mut redis_cpu = Duration::ZERO;
+        let mut commands: BTreeMap<String, CommandStat> = BTreeMap::new();
+        for conn in info.nodes() {
+            let info: String = redis::cmd("INFO")
+                .arg("cpu")
+                .arg("commandstats")
+                .query_async(conn)
+                .await?;
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            redis_cpu += Duration::from_secs_f64(field("used_cpu_user") + field("used_cpu_sys"));
+            for line in info.lines() {
+                let Some((name, rest)) = line
+                    .strip_prefix("cmdstat_")
+                    .and_then(|l| l.split_once(':'))
+                else {
+                    continue;
+                };
                 let value = |key: &str| {
                     rest.split(',')
                         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
                 };
-                let stat = CommandStat {
-                    calls: value("calls")?.parse().ok()?,
-                    usec: value("usec")?.parse().ok()?,
+                let (Some(calls), Some(usec)) = (
+                    value("calls").and_then(|v| v.parse::<u64>().ok()),
+                    value("usec").and_then(|v| v.parse::<f64>().ok()),
+                ) else {
+                    continue;
                 };
-                Some((name.to_owned(), stat))
-            })
-            .collect();
+                let stat = commands.entry(name.to_owned()).or_default();
+                stat.calls += calls;
+                stat.usec += usec;
+            }
+        }
         Ok(Self {
             at: Instant::now(),
             client_cpu: client_cpu()?,

@@ -20,11 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferrisson::{Client, FairLock, Lock, SimpleLock};
-use ferrisson_testkit::RedisServer;
-use redis::aio::MultiplexedConnection;
 use tokio::sync::{Barrier, Notify};
 
-use super::cost::{Cost, Snapshot};
+use super::cost::{Cost, Nodes, Snapshot};
 use super::stats::env_number;
 
 /// The locks whose hand-off the benches measure (each with its default lease).
@@ -141,11 +139,11 @@ impl Pace {
     }
 }
 
-/// Connects `contenders` clients to `server`, each with a handle on the `kind` lock
+/// Connects `contenders` clients to `url`, each with a handle on the `kind` lock
 /// `name`, and runs them at `pace` until `target` grants; `info` reads Redis's counters.
 pub async fn run_contention(
-    server: &RedisServer,
-    info: &mut MultiplexedConnection,
+    url: &str,
+    info: &mut impl Nodes,
     kind: LockKind,
     contenders: usize,
     name: &str,
@@ -155,7 +153,7 @@ pub async fn run_contention(
     let mut clients = Vec::with_capacity(contenders);
     let mut handles = Vec::with_capacity(contenders);
     for _ in 0..contenders {
-        let client = Client::connect(&server.url()).await?;
+        let client = Client::connect(url).await?;
         let handle = Arc::new(Contended::new(kind, &client, name)?);
         handles.push(move || {
             let handle = Arc::clone(&handle);

@@ -9,6 +9,7 @@ pub mod cost;
 pub mod handoff;
 pub mod stats;
 pub mod throughput;
+pub mod topology;
 
 use std::time::Duration;
 

@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use redis::aio::MultiplexedConnection;
 
-use super::cost::{Cost, Snapshot};
+use super::cost::{Cost, Nodes, Snapshot};
 use super::stats::median;
 
 /// The columns [`print_rows`] writes after the caller's leading cells.
@@ -91,7 +90,7 @@ impl Slice {
 
 /// Runs `contestant` on `tasks` tasks for `length`; `info` reads Redis's counters.
 pub async fn slice(
-    info: &mut MultiplexedConnection,
+    info: &mut impl Nodes,
     contestant: &Contestant,
     tasks: usize,
     length: Duration,
@@ -119,7 +118,7 @@ pub async fn slice(
 /// The slices of every contestant, `rounds` interleaved rounds of `length` each, after
 /// one uncounted warm-up slice each (script loading, connections, allocator).
 pub async fn compare(
-    info: &mut MultiplexedConnection,
+    info: &mut impl Nodes,
     contestants: &[Contestant],
     tasks: usize,
     rounds: usize,
