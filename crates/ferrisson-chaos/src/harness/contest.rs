@@ -1,0 +1,217 @@
+//! A held watchdog lock, clients waiting for it, and a topology fault in between: what
+//! the Sentinel and Cluster scenarios share.
+//!
+//! Client A (client 0) takes the lock and enters the resource with its token; each
+//! waiter (clients 1 to [`WAITERS`]) tries once (refused: A holds it) and then waits.
+//! The fault runs while A watches its guard (every 5 ms, and its `lost()`); A goes on
+//! watching for a while after the fault, writes with its token if it still holds the
+//! lock, leaves and releases. Each waiter, once granted, runs a critical section and
+//! releases; a waiter whose wait ends in an error (a failover in progress) waits again,
+//! up to a bound.
+//!
+//! Two counts per iteration, summed over the run (`extra` column):
+//!
+//! - `waiters_not_granted`: waiters that were never granted within the bound;
+//! - `silent_losses`: A still believed it held the lock (`is_held()`, so its `lost()`
+//!   had not fired) when its release found the lock gone or another owner's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrisson::{Lock, LockGuard};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::checker::Counters;
+use crate::harness::expectations::Expectations;
+use crate::harness::record::{
+    acquire, belief, critical_section, enter_checked, outcome, try_acquire, write_with_token,
+};
+use crate::history::{EventKind, Recorder, ReleaseOutcome};
+use crate::resource::Resource;
+
+/// Clients waiting for the lock besides its holder.
+pub(crate) const WAITERS: usize = 2;
+
+/// The count of waiters never granted.
+const NOT_GRANTED: &str = "waiters_not_granted";
+/// The count of releases that found the lock gone while its holder believed it held.
+const SILENT_LOSSES: &str = "silent_losses";
+
+/// One iteration's locks: A's, and one per waiter (each on a client of its own).
+pub(crate) struct Contest<'a> {
+    /// Client A's recorder (the holder); waiters record as clients 1, 2, ...
+    pub(crate) a: &'a Recorder,
+    /// Recorders of the waiters, one per lock in `waiters`.
+    pub(crate) waiter_recorders: Vec<Recorder>,
+    /// A's handle on the lock.
+    pub(crate) holder: Lock,
+    /// The waiters' handles on the same lock.
+    pub(crate) waiters: Vec<Lock>,
+    /// The clients' watchdog lease.
+    pub(crate) lease: Duration,
+    /// How long a waiter waits, errors included, before it counts as never granted.
+    pub(crate) patience: Duration,
+}
+
+/// What came of A's acquire.
+pub(crate) enum Held {
+    /// A holds the lock and the waiters wait: run the fault.
+    Holding(Running),
+    /// A was not granted (recorded); nothing to run the fault against.
+    NotGranted,
+}
+
+/// A contest under way: A watching its guard on a task of its own, the waiters waiting
+/// on theirs. The fault runs between [`Contest::start`] and [`Running::finish`].
+pub(crate) struct Running {
+    stop_a: oneshot::Sender<()>,
+    a: tokio::task::JoinHandle<()>,
+    waiters: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Contest<'_> {
+    /// A takes the lock and enters the resource; each waiter is refused once and then
+    /// waits. Returns once every waiter is waiting.
+    pub(crate) async fn start(self) -> Held {
+        let resource = Arc::new(Resource::default());
+        let Some(guard) = acquire(self.a, 0, &self.holder, self.lease * 10).await else {
+            return Held::NotGranted;
+        };
+        enter_checked(self.a, 0, &guard, &resource);
+        let (stop_a, stopped) = oneshot::channel();
+        let a = tokio::spawn(hold_until(
+            self.a.clone(),
+            guard,
+            Arc::clone(&resource),
+            stopped,
+        ));
+        let mut waiters = Vec::new();
+        for (rec, lock) in self.waiter_recorders.into_iter().zip(self.waiters) {
+            let (ready, waiting) = oneshot::channel();
+            waiters.push(tokio::spawn(wait_turn(
+                rec,
+                lock,
+                Arc::clone(&resource),
+                self.lease,
+                self.patience,
+                ready,
+            )));
+            let _ = waiting.await;
+        }
+        Held::Holding(Running { stop_a, a, waiters })
+    }
+}
+
+impl Running {
+    /// After the fault: A watches for `after` more, then writes if it still holds the
+    /// lock, leaves and releases; returns once every waiter has had its turn (or given
+    /// up).
+    ///
+    /// # Errors
+    ///
+    /// When a task of the contest panicked.
+    pub(crate) async fn finish(self, after: Duration) -> anyhow::Result<()> {
+        tokio::time::sleep(after).await;
+        let _ = self.stop_a.send(());
+        self.a.await?;
+        for waiter in self.waiters {
+            waiter.await?;
+        }
+        Ok(())
+    }
+}
+
+/// A's side: watches the guard until told to stop, writes with its token if it still
+/// holds the lock, leaves and releases, counting a release that finds the lock gone
+/// while A still believed it held.
+async fn hold_until(
+    rec: Recorder,
+    guard: LockGuard,
+    resource: Arc<Resource>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut lost_recorded = false;
+    loop {
+        belief(&rec, 0, &guard);
+        let tick = tokio::time::sleep(Duration::from_millis(5));
+        tokio::select! {
+            _ = &mut stop => break,
+            () = guard.lost(), if !lost_recorded => {
+                rec.record(0, EventKind::Lost);
+                lost_recorded = true;
+            }
+            () = tick => {}
+        }
+    }
+    if guard.is_held() {
+        write_with_token(&rec, 0, &guard, &resource);
+    }
+    resource.exit(&rec, 0);
+    belief(&rec, 0, &guard);
+    let believed = guard.is_held();
+    rec.record(0, EventKind::ReleaseInvoked);
+    let released = outcome(guard.unlock().await);
+    let gone = matches!(released, ReleaseOutcome::NotOwner | ReleaseOutcome::Expired);
+    rec.record(0, EventKind::Released { outcome: released });
+    count(&rec, SILENT_LOSSES, believed && gone);
+}
+
+/// A waiter's side: one try while A holds the lock (refused), `ready`, then waits; an
+/// acquire that ends without a grant (an error while the topology changes) waits again,
+/// until `patience` is spent. Granted, it runs a critical section and releases.
+async fn wait_turn(
+    rec: Recorder,
+    lock: Lock,
+    resource: Arc<Resource>,
+    lease: Duration,
+    patience: Duration,
+    ready: oneshot::Sender<()>,
+) {
+    let work = lease / 10;
+    if let Some(guard) = try_acquire(&rec, 0, &lock).await {
+        // Granted while A holds it: the checker counts the double grant.
+        let _ = ready.send(());
+        critical_section(&rec, 0, guard, &resource, work).await;
+        count(&rec, NOT_GRANTED, false);
+        return;
+    }
+    let _ = ready.send(());
+    let give_up = Instant::now() + patience;
+    loop {
+        let left = give_up.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            count(&rec, NOT_GRANTED, true);
+            return;
+        }
+        if let Some(guard) = acquire(&rec, 1, &lock, left).await {
+            critical_section(&rec, 1, guard, &resource, work).await;
+            count(&rec, NOT_GRANTED, false);
+            return;
+        }
+        // The acquire gave up on an error (recorded): a short pause before waiting again.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn count(rec: &Recorder, name: &str, happened: bool) {
+    rec.record(
+        0,
+        EventKind::Count {
+            name: name.to_owned(),
+            count: u64::from(happened),
+        },
+    );
+}
+
+/// What every contest must show on top of [`Expectations::for_every_scenario`]: every
+/// waiter granted in every iteration, and no silent loss. A count missing from the
+/// counters means the contest never got that far: a failure too.
+pub(crate) fn expect_waiters_granted_no_silent_loss(c: &Counters, expect: &mut Expectations) {
+    for name in [NOT_GRANTED, SILENT_LOSSES] {
+        match c.counts.get(name) {
+            Some(&n) => expect.zero(name, n),
+            None => expect.fail(format!("{name} never recorded")),
+        }
+    }
+}
