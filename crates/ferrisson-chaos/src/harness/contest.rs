@@ -204,6 +204,43 @@ fn count(rec: &Recorder, name: &str, happened: bool) {
     );
 }
 
+/// Runs a blocking fault that a topology may let lapse (a failover the servers asked for
+/// abort, or do not carry out within the test kit's 30 s), asking again at most twice.
+/// Records how many times it asked again as the count `failovers_asked_again` of `rec`
+/// (the table's `extra` column), so that a run shows how often that happened.
+///
+/// # Errors
+///
+/// The third failure.
+pub(crate) fn ask_until_done<T>(
+    rec: &Recorder,
+    mut fault: impl FnMut() -> std::io::Result<T>,
+) -> anyhow::Result<T> {
+    let mut again = 0;
+    loop {
+        match fault() {
+            Ok(done) => {
+                rec.record(
+                    0,
+                    EventKind::Count {
+                        name: ASKED_AGAIN.to_owned(),
+                        count: again,
+                    },
+                );
+                return Ok(done);
+            }
+            Err(e) if again < 2 => {
+                tracing::warn!(error = %e, "the topology did not carry out the fault; asking again");
+                again += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The count of faults asked for again by [`ask_until_done`].
+const ASKED_AGAIN: &str = "failovers_asked_again";
+
 /// What every contest must show on top of [`Expectations::for_every_scenario`]: every
 /// waiter granted in every iteration, and no silent loss. A count missing from the
 /// counters means the contest never got that far: a failure too.

@@ -15,10 +15,13 @@ use ferrisson_testkit::{RedisCluster, key_slot};
 use crate::checker::Counters;
 use crate::harness::clients::connect;
 use crate::harness::config::Config;
-use crate::harness::contest::{Contest, Held, WAITERS, expect_waiters_granted_no_silent_loss};
+use crate::harness::contest::{
+    Contest, Held, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
+};
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
 use crate::harness::scenario::{FaultScenario, Iteration};
+use crate::history::Recorder;
 
 /// The scenarios of this module: what happens to the lock's slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +56,10 @@ impl ClusterFault {
         }
     }
 
-    /// Runs the fault on the lock's slot; returns once the cluster is whole again.
-    fn inject(self, cluster: &RedisCluster, slot: u16) -> anyhow::Result<()> {
+    /// Runs the fault on the lock's slot; returns once the cluster is whole again. A
+    /// `CLUSTER FAILOVER` the nodes let lapse (a manual failover not done within its
+    /// 5 s is aborted) is asked for again (`ask_until_done`).
+    fn inject(self, cluster: &RedisCluster, slot: u16, rec: &Recorder) -> anyhow::Result<()> {
         let master = cluster.master_of_slot(slot)?;
         match self {
             Self::MasterFailover => {
@@ -62,7 +67,7 @@ impl ClusterFault {
                     .replicas_of(master)?
                     .first()
                     .context("the lock's master has no replica")?;
-                cluster.failover(replica)?;
+                ask_until_done(rec, || cluster.failover(replica))?;
             }
             Self::SlotMigrated => {
                 let target = cluster
@@ -111,7 +116,7 @@ impl FaultScenario for ClusterFault {
         if let Held::Holding(running) = contest.start().await {
             // The lock's keys are `{NAME}...`: the slot of the hash tag.
             let slot = key_slot(format!("{{{}}}", it.name));
-            tokio::task::block_in_place(|| self.inject(cluster, slot))?;
+            tokio::task::block_in_place(|| self.inject(cluster, slot, &it.a))?;
             running.finish(self.after(config)).await?;
         }
         let checker = connect(&url, lease).await?;

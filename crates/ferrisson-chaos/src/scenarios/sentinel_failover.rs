@@ -15,11 +15,12 @@ use ferrisson_testkit::SentinelGroup;
 use crate::checker::Counters;
 use crate::harness::clients::{connect, connect_acked};
 use crate::harness::config::Config;
-use crate::harness::contest::{Contest, Held, WAITERS, expect_waiters_granted_no_silent_loss};
+use crate::harness::contest::{
+    Contest, Held, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
+};
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
 use crate::harness::scenario::{FaultScenario, Iteration};
-use crate::history::EventKind;
 
 /// The scenarios of this module: the same failover, the clients with or without replica
 /// acknowledgements.
@@ -81,14 +82,9 @@ impl FaultScenario for SentinelFailover {
         if let Held::Holding(running) = contest.start().await {
             // Returns once the group is settled around the new master: the old one
             // replicates it.
-            let retries = tokio::task::block_in_place(|| failover(group))?;
-            it.a.record(
-                0,
-                EventKind::Count {
-                    name: "failovers_asked_again".to_owned(),
-                    count: retries,
-                },
-            );
+            // A sentinel now and then lets a forced failover lapse (an abort, or a leader
+            // still backing off after the previous one): it is asked again.
+            tokio::task::block_in_place(|| ask_until_done(&it.a, || group.failover()))?;
             running.finish(lease * 2).await?;
         }
         let checker = connect(&url, lease).await?;
@@ -97,23 +93,5 @@ impl FaultScenario for SentinelFailover {
 
     fn expect(self, _config: &Config, c: &Counters, expect: &mut Expectations) {
         expect_waiters_granted_no_silent_loss(c, expect);
-    }
-}
-
-/// `SENTINEL FAILOVER` until the group has a new master: the test kit asks once and
-/// waits 30 s, and a sentinel now and then lets a forced failover lapse (an abort, or a
-/// leader still in the back-off after the previous one); it is asked once more then.
-/// Returns how many times it was asked again.
-fn failover(group: &SentinelGroup) -> anyhow::Result<u64> {
-    let mut retries = 0;
-    loop {
-        match group.failover() {
-            Ok(_) => return Ok(retries),
-            Err(e) if retries < 2 => {
-                tracing::warn!(error = %e, "the sentinels did not fail over; asking again");
-                retries += 1;
-            }
-            Err(e) => return Err(e.into()),
-        }
     }
 }
