@@ -7,11 +7,11 @@
 //! watching for a while after the fault, writes with its token if it still holds the
 //! lock, leaves and releases. Each waiter, once granted, runs a critical section and
 //! releases; a waiter whose wait ends in an error (a failover in progress) waits again,
-//! up to a bound.
+//! up to a bound counted from A's release.
 //!
 //! Two counts per iteration, summed over the run (`extra` column):
 //!
-//! - `waiters_not_granted`: waiters that were never granted within the bound;
+//! - `waiters_not_granted`: waiters not granted within the bound after A's release;
 //! - `silent_losses`: A still believed it held the lock (`is_held()`, so its `lost()`
 //!   had not fired) when its release found the lock gone or another owner's.
 
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrisson::{Lock, LockGuard};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::checker::Counters;
@@ -32,6 +32,10 @@ use crate::resource::Resource;
 
 /// Clients waiting for the lock besides its holder.
 pub(crate) const WAITERS: usize = 2;
+
+/// How long a waiter may take to be granted after the holder released: every waiter is
+/// granted well within it when the topology is whole again.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The count of waiters never granted.
 const NOT_GRANTED: &str = "waiters_not_granted";
@@ -50,7 +54,8 @@ pub(crate) struct Contest<'a> {
     pub(crate) waiters: Vec<Lock>,
     /// The clients' watchdog lease.
     pub(crate) lease: Duration,
-    /// How long a waiter waits, errors included, before it counts as never granted.
+    /// How long a waiter waits after A's release, errors included, before it counts as
+    /// never granted.
     pub(crate) patience: Duration,
 }
 
@@ -80,11 +85,13 @@ impl Contest<'_> {
         };
         enter_checked(self.a, 0, &guard, &resource);
         let (stop_a, stopped) = oneshot::channel();
+        let (released_tx, released) = watch::channel(None);
         let a = tokio::spawn(hold_until(
             self.a.clone(),
             guard,
             Arc::clone(&resource),
             stopped,
+            released_tx,
         ));
         let mut waiters = Vec::new();
         for (rec, lock) in self.waiter_recorders.into_iter().zip(self.waiters) {
@@ -96,6 +103,7 @@ impl Contest<'_> {
                 self.lease,
                 self.patience,
                 ready,
+                released.clone(),
             )));
             let _ = waiting.await;
         }
@@ -130,6 +138,7 @@ async fn hold_until(
     guard: LockGuard,
     resource: Arc<Resource>,
     mut stop: oneshot::Receiver<()>,
+    released_tx: watch::Sender<Option<Instant>>,
 ) {
     let mut lost_recorded = false;
     loop {
@@ -154,12 +163,15 @@ async fn hold_until(
     let released = outcome(guard.unlock().await);
     let gone = matches!(released, ReleaseOutcome::NotOwner | ReleaseOutcome::Expired);
     rec.record(0, EventKind::Released { outcome: released });
+    released_tx.send_replace(Some(Instant::now()));
     count(&rec, SILENT_LOSSES, believed && gone);
 }
 
 /// A waiter's side: one try while A holds the lock (refused), `ready`, then waits; an
-/// acquire that ends without a grant (an error while the topology changes) waits again,
-/// until `patience` is spent. Granted, it runs a critical section and releases.
+/// acquire that ends without a grant (an error while the topology changes) waits again.
+/// It gives up `patience` after A has released (`released` says when): however long
+/// the fault keeps A holding, the waiter is judged on what follows A's release. Granted,
+/// it runs a critical section and releases.
 async fn wait_turn(
     rec: Recorder,
     lock: Lock,
@@ -167,6 +179,7 @@ async fn wait_turn(
     lease: Duration,
     patience: Duration,
     ready: oneshot::Sender<()>,
+    mut released: watch::Receiver<Option<Instant>>,
 ) {
     let work = lease / 10;
     if let Some(guard) = try_acquire(&rec, 0, &lock).await {
@@ -177,22 +190,36 @@ async fn wait_turn(
         return;
     }
     let _ = ready.send(());
-    let give_up = Instant::now() + patience;
+    let give_up = async {
+        let at = match released.wait_for(Option::is_some).await {
+            Ok(at) => at.unwrap_or_else(Instant::now),
+            // A's task ended without saying so (it panicked): nothing to wait for.
+            Err(_) => Instant::now(),
+        };
+        tokio::time::sleep_until(at + patience).await;
+    };
+    tokio::pin!(give_up);
     loop {
-        let left = give_up.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            count(&rec, NOT_GRANTED, true);
-            return;
-        }
-        if let Some(guard) = acquire(&rec, 1, &lock, left).await {
-            critical_section(&rec, 1, guard, &resource, work).await;
-            count(&rec, NOT_GRANTED, false);
-            return;
+        tokio::select! {
+            granted = acquire(&rec, 1, &lock, FOREVER) => {
+                if let Some(guard) = granted {
+                    critical_section(&rec, 1, guard, &resource, work).await;
+                    count(&rec, NOT_GRANTED, false);
+                    return;
+                }
+            }
+            () = &mut give_up => {
+                count(&rec, NOT_GRANTED, true);
+                return;
+            }
         }
         // The acquire gave up on an error (recorded): a short pause before waiting again.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A waiter's wait: bounded by its patience after A's release, not by the call.
+const FOREVER: Duration = Duration::from_secs(24 * 3600);
 
 fn count(rec: &Recorder, name: &str, happened: bool) {
     rec.record(

@@ -16,7 +16,7 @@ use crate::checker::Counters;
 use crate::harness::clients::connect;
 use crate::harness::config::Config;
 use crate::harness::contest::{
-    Contest, Held, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
+    Contest, Held, PATIENCE, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
 };
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
@@ -111,7 +111,7 @@ impl FaultScenario for ClusterFault {
             holder,
             waiters,
             lease,
-            patience: (lease * 100).max(Duration::from_secs(30)),
+            patience: PATIENCE,
         };
         if let Held::Holding(running) = contest.start().await {
             // The lock's keys are `{NAME}...`: the slot of the hash tag.

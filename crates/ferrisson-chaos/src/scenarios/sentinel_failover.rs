@@ -10,13 +10,13 @@
 use std::time::Duration;
 
 use ferrisson::Client;
-use ferrisson_testkit::SentinelGroup;
+use ferrisson_testkit::{Reply, SentinelGroup};
 
 use crate::checker::Counters;
 use crate::harness::clients::{connect, connect_acked};
 use crate::harness::config::Config;
 use crate::harness::contest::{
-    Contest, Held, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
+    Contest, Held, PATIENCE, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
 };
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
@@ -77,14 +77,17 @@ impl FaultScenario for SentinelFailover {
             holder,
             waiters,
             lease,
-            patience: lease * 100,
+            patience: PATIENCE,
         };
         if let Held::Holding(running) = contest.start().await {
             // Returns once the group is settled around the new master: the old one
             // replicates it.
-            // A sentinel now and then lets a forced failover lapse (an abort, or a leader
-            // still backing off after the previous one): it is asked again.
-            tokio::task::block_in_place(|| ask_until_done(&it.a, || group.failover()))?;
+            // A sentinel now and then lets a forced failover lapse (an abort): it is
+            // asked again.
+            tokio::task::block_in_place(|| {
+                wait_until_roles_reported(group)?;
+                ask_until_done(&it.a, || group.failover())
+            })?;
             running.finish(lease * 2).await?;
         }
         let checker = connect(&url, lease).await?;
@@ -94,4 +97,67 @@ impl FaultScenario for SentinelFailover {
     fn expect(self, _config: &Config, c: &Counters, expect: &mut Expectations) {
         expect_waiters_granted_no_silent_loss(c, expect);
     }
+}
+
+/// How long the sentinels may take to read every server's role after a failover.
+const ROLES_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits until every running sentinel has read, from each server's own `INFO`, the role
+/// it has now (`role-reported` in `SENTINEL MASTER` and `SENTINEL REPLICAS`).
+///
+/// The test kit's `failover()` starts as soon as the sentinels agree on the master; a
+/// sentinel that has not yet read the previous master's `INFO` since it was demoted still
+/// has it reporting `master`, for longer than its patience, and "corrects" the next
+/// promoted replica back into a replica 70 ms after its promotion: the failover then
+/// aborts after `failover-timeout` (`-failover-abort-slave-timeout` in the sentinel's
+/// log; 12 of the first 50 iterations did).
+fn wait_until_roles_reported(group: &SentinelGroup) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + ROLES_PATIENCE;
+    loop {
+        match roles_reported(group) {
+            Ok(()) => return Ok(()),
+            Err(reason) if std::time::Instant::now() >= deadline => {
+                anyhow::bail!(
+                    "the sentinels did not read every role within {ROLES_PATIENCE:?}: {reason}"
+                )
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Whether every running sentinel sees the master reporting `master` and every replica
+/// reporting `slave`; otherwise what is not so yet.
+fn roles_reported(group: &SentinelGroup) -> Result<(), String> {
+    let name = group.master_name();
+    for sentinel in group
+        .sentinels()
+        .iter()
+        .filter(|s| s.is_running() && !s.is_paused())
+    {
+        let port = sentinel.port();
+        for (subcommand, role) in [("MASTER", "master"), ("REPLICAS", "slave")] {
+            let reply = sentinel
+                .query(&["SENTINEL", subcommand, name])
+                .map_err(|e| format!("sentinel {port}: {e}"))?;
+            let entries: Vec<&Reply> = if subcommand == "MASTER" {
+                vec![&reply]
+            } else {
+                reply.elements().unwrap_or_default().iter().collect()
+            };
+            for entry in entries {
+                let fields = entry.elements().unwrap_or_default();
+                let reported = fields
+                    .chunks_exact(2)
+                    .find(|pair| pair[0].text() == Some("role-reported"))
+                    .and_then(|pair| pair[1].text());
+                if reported != Some(role) {
+                    return Err(format!(
+                        "sentinel {port}: a {role} in its configuration reports {reported:?}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
