@@ -279,3 +279,34 @@ pub(crate) fn expect_waiters_granted_no_silent_loss(c: &Counters, expect: &mut E
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failures(counts: &[(&str, u64)]) -> Vec<String> {
+        let c = Counters {
+            counts: counts.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            ..Counters::default()
+        };
+        let mut expect = Expectations::default();
+        expect_waiters_granted_no_silent_loss(&c, &mut expect);
+        expect.into_failures()
+    }
+
+    #[test]
+    fn a_waiter_never_granted_or_a_silent_loss_fails_and_so_does_a_missing_count() {
+        assert!(failures(&[(NOT_GRANTED, 0), (SILENT_LOSSES, 0)]).is_empty());
+        assert_eq!(
+            failures(&[(NOT_GRANTED, 2), (SILENT_LOSSES, 1)]),
+            [
+                "waiters_not_granted = 2, expected 0",
+                "silent_losses = 1, expected 0"
+            ]
+        );
+        assert_eq!(
+            failures(&[(NOT_GRANTED, 0)]),
+            ["silent_losses never recorded"]
+        );
+    }
+}
