@@ -110,7 +110,8 @@ const ROLES_PATIENCE: Duration = Duration::from_secs(30);
 /// has it reporting `master`, for longer than its patience, and "corrects" the next
 /// promoted replica back into a replica 70 ms after its promotion: the failover then
 /// aborts after `failover-timeout` (`-failover-abort-slave-timeout` in the sentinel's
-/// log; 12 of the first 50 iterations did).
+/// log): 15 failovers of a 100-iteration run without this wait had to be asked again,
+/// none of one with it.
 fn wait_until_roles_reported(group: &SentinelGroup) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + ROLES_PATIENCE;
     loop {
