@@ -13,7 +13,9 @@
 //!
 //! - `waiters_not_granted`: waiters not granted within the bound after A's release;
 //! - `silent_losses`: A still believed it held the lock (`is_held()`, so its `lost()`
-//!   had not fired) when its release found the lock gone or another owner's.
+//!   had not fired) when its release found the lock gone or another owner's;
+//! - `silent_double_grants`: iterations with a double grant in which A's `lost()` never
+//!   fired (A believed to its release while another client held the lock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,11 +24,12 @@ use ferrisson::{Lock, LockGuard};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use crate::checker::Counters;
+use crate::checker::{Counters, check};
 use crate::harness::expectations::Expectations;
 use crate::harness::record::{
     acquire, belief, critical_section, enter_checked, outcome, try_acquire, write_with_token,
 };
+use crate::harness::scenario::Iteration;
 use crate::history::{EventKind, Recorder, ReleaseOutcome};
 use crate::resource::Resource;
 
@@ -268,11 +271,29 @@ pub(crate) fn ask_until_done<T>(
 /// The count of faults asked for again by [`ask_until_done`].
 const ASKED_AGAIN: &str = "failovers_asked_again";
 
+/// Counts the iteration as a silent double grant (`silent_double_grants`) when its
+/// history has a double grant and A never recorded a lost signal: A went on believing to
+/// its release while another client held the lock. Called once the contest finished.
+pub(crate) fn record_silent_double_grant(it: &Iteration) {
+    let events = it.history.events();
+    let a_lost = events
+        .iter()
+        .any(|e| e.client == it.a.client() && e.kind == EventKind::Lost);
+    count(
+        &it.a,
+        SILENT_DOUBLE_GRANTS,
+        check(&events).double_grants > 0 && !a_lost,
+    );
+}
+
+/// The count of iterations with a double grant A never learned of.
+const SILENT_DOUBLE_GRANTS: &str = "silent_double_grants";
+
 /// What every contest must show on top of [`Expectations::for_every_scenario`]: every
-/// waiter granted in every iteration, and no silent loss. A count missing from the
+/// waiter granted in every iteration, no silent loss, no silent double grant. A count missing from the
 /// counters means the contest never got that far: a failure too.
 pub(crate) fn expect_waiters_granted_no_silent_loss(c: &Counters, expect: &mut Expectations) {
-    for name in [NOT_GRANTED, SILENT_LOSSES] {
+    for name in [NOT_GRANTED, SILENT_LOSSES, SILENT_DOUBLE_GRANTS] {
         match c.counts.get(name) {
             Some(&n) => expect.zero(name, n),
             None => expect.fail(format!("{name} never recorded")),

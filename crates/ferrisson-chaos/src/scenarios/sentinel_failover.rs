@@ -17,6 +17,7 @@ use crate::harness::clients::{connect, connect_acked};
 use crate::harness::config::Config;
 use crate::harness::contest::{
     Contest, Held, PATIENCE, WAITERS, ask_until_done, expect_waiters_granted_no_silent_loss,
+    record_silent_double_grant,
 };
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
@@ -90,6 +91,7 @@ impl FaultScenario for SentinelFailover {
             })?;
             running.finish(lease * 2).await?;
         }
+        record_silent_double_grant(it);
         let checker = connect(&url, lease).await?;
         keys_left(&it.a, &checker, &it.name, lease).await
     }
