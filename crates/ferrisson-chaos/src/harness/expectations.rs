@@ -87,7 +87,7 @@ mod tests {
         let shown = Counters {
             double_grants: 1,
             token_regressions: 1,
-            ..ran
+            ..ran.clone()
         };
         assert!(
             Expectations::for_every_scenario(true, true, &shown)
