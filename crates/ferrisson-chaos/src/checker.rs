@@ -45,6 +45,8 @@ pub struct Counters {
     pub held_after_deadline: u64,
     /// Lock keys still present one lease after the faults were healed.
     pub keys_left: u64,
+    /// Scenario-specific counts, summed (see each scenario's module).
+    pub counts: BTreeMap<String, u64>,
     /// Largest value per scenario-specific measurement, in milliseconds.
     pub measures: BTreeMap<String, u64>,
 }
@@ -60,7 +62,7 @@ impl Counters {
             + self.held_after_deadline
     }
 
-    /// Adds another run's counters (measures keep their maximum).
+    /// Adds another run's counters (counts are summed, measures keep their maximum).
     pub fn merge(&mut self, other: &Counters) {
         self.acquires_ok += other.acquires_ok;
         self.acquires_failed += other.acquires_failed;
@@ -76,6 +78,9 @@ impl Counters {
         self.renewals_after_loss += other.renewals_after_loss;
         self.held_after_deadline += other.held_after_deadline;
         self.keys_left += other.keys_left;
+        for (name, value) in &other.counts {
+            *self.counts.entry(name.clone()).or_insert(0) += value;
+        }
         for (name, value) in &other.measures {
             let entry = self.measures.entry(name.clone()).or_insert(0);
             *entry = (*entry).max(*value);
@@ -259,6 +264,9 @@ pub fn check(events: &[Event]) -> Counters {
                 }
             }
             EventKind::KeysLeft { count } => c.keys_left += count,
+            EventKind::Count { name, count } => {
+                *c.counts.entry(name.clone()).or_insert(0) += count;
+            }
             EventKind::Measure { name, millis } => {
                 let entry = c.measures.entry(name.clone()).or_insert(0);
                 *entry = (*entry).max(*millis);
@@ -548,5 +556,26 @@ mod tests {
         total.merge(&c);
         assert_eq!(total.keys_left, 4);
         assert_eq!(total.measures.get("reacquire"), Some(&40));
+    }
+
+    #[test]
+    fn counts_are_summed_within_and_across_iterations() {
+        let count = |at, name: &str, count| {
+            ev(
+                at,
+                0,
+                EventKind::Count {
+                    name: name.into(),
+                    count,
+                },
+            )
+        };
+        let c = check(&[count(1, "silent_losses", 0), count(2, "silent_losses", 1)]);
+        assert_eq!(c.counts.get("silent_losses"), Some(&1));
+        let mut total = c.clone();
+        total.merge(&c);
+        total.merge(&check(&[count(3, "waiters_not_granted", 0)]));
+        assert_eq!(total.counts.get("silent_losses"), Some(&2));
+        assert_eq!(total.counts.get("waiters_not_granted"), Some(&0));
     }
 }

@@ -62,6 +62,14 @@ pub enum EventKind {
         /// Lock keys found.
         count: u64,
     },
+    /// A scenario-specific count, summed over the run (e.g. a waiter never granted, a
+    /// holder that found its lock gone at release while it still believed it held it).
+    Count {
+        /// What was counted.
+        name: String,
+        /// How many, in this event.
+        count: u64,
+    },
     /// A scenario-specific measurement in milliseconds (e.g. time to the next acquire).
     Measure {
         /// What was measured.

@@ -47,6 +47,9 @@
 //!   server with a fault proxy per client (`SingleServer`), a
 //!   [`RedisCluster`](ferrisson_testkit::RedisCluster) or a
 //!   [`SentinelGroup`](ferrisson_testkit::SentinelGroup).
+//! - `harness/contest.rs`: a held watchdog lock, clients waiting for it and a topology
+//!   fault in between (the Sentinel and Cluster scenarios), counting waiters never
+//!   granted and silent losses.
 //! - `harness/clients.rs`, `harness/holder_process.rs`, `harness/poll.rs`: clients with
 //!   the run's lease, the holder run as a process of its own, waiting for a server
 //!   state.

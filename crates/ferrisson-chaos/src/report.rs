@@ -17,9 +17,10 @@ pub fn table(reports: &[ScenarioReport]) -> String {
     for r in reports {
         let c = &r.counters;
         let extra: Vec<String> = c
-            .measures
+            .counts
             .iter()
-            .map(|(k, v)| format!("{k} max {v} ms"))
+            .map(|(k, v)| format!("{k} {v}"))
+            .chain(c.measures.iter().map(|(k, v)| format!("{k} max {v} ms")))
             .collect();
         let _ = writeln!(
             out,

@@ -47,8 +47,17 @@ fn an_unknown_scenario_is_refused() -> anyhow::Result<()> {
     assert_eq!(output.status.code(), Some(2), "a usage error");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("invalid value 'no-such-fault'"), "{stderr}");
-    // The error lists what is valid.
-    assert!(stderr.contains("server-clock-jumped"), "{stderr}");
+    // The error lists what is valid, the topology scenarios included.
+    for name in [
+        "server-clock-jumped",
+        "sentinel-failover",
+        "sentinel-failover-acked",
+        "cluster-master-failover",
+        "slot-migrated-while-held",
+        "cluster-node-partitioned",
+    ] {
+        assert!(stderr.contains(name), "{name}: {stderr}");
+    }
     Ok(())
 }
 

@@ -25,3 +25,20 @@ pub(crate) async fn connect_impatient(url: &str, lease: Duration) -> anyhow::Res
         .connect()
         .await?)
 }
+
+/// As [`connect`], with every grant and renewal counted only once `replicas` replicas
+/// acknowledged it (`ClientBuilder::replica_acks`), waiting a third of the lease for them
+/// (the longest the library allows).
+pub(crate) async fn connect_acked(
+    url: &str,
+    lease: Duration,
+    replicas: u32,
+) -> anyhow::Result<Client> {
+    Ok(Client::builder(url)
+        .watchdog_lease(lease)
+        .response_timeout(lease * 10)
+        .connect_timeout(lease * 10)
+        .replica_acks(replicas, lease / 3)
+        .connect()
+        .await?)
+}

@@ -14,8 +14,13 @@ impl Expectations {
     /// touched another owner's lock, no renewal after a loss, no guard held past its
     /// deadline, no key left; outside the documented unsafe cases no double grant, no
     /// stale write accepted, no token regression, no fresh write refused; in them, the
-    /// double grants that show the failure.
-    pub(crate) fn for_every_scenario(documented_unsafe: bool, c: &Counters) -> Self {
+    /// double grants that show the failure (`must_show`; a case whose double grants
+    /// are rare only allows them).
+    pub(crate) fn for_every_scenario(
+        documented_unsafe: bool,
+        must_show: bool,
+        c: &Counters,
+    ) -> Self {
         let mut expect = Self::default();
         expect.zero("foreign releases", c.foreign_releases);
         expect.zero("foreign renewals", c.foreign_renewals);
@@ -23,7 +28,7 @@ impl Expectations {
         expect.zero("held after deadline", c.held_after_deadline);
         expect.zero("keys left after healing", c.keys_left);
         if documented_unsafe {
-            if c.double_grants == 0 {
+            if must_show && c.double_grants == 0 {
                 expect.fail("double grants = 0, expected the documented violation");
             }
         } else {
@@ -70,11 +75,11 @@ mod tests {
             ..Counters::default()
         };
         assert!(
-            Expectations::for_every_scenario(false, &ran)
+            Expectations::for_every_scenario(false, true, &ran)
                 .into_failures()
                 .is_empty()
         );
-        let failures = Expectations::for_every_scenario(true, &ran).into_failures();
+        let failures = Expectations::for_every_scenario(true, true, &ran).into_failures();
         assert_eq!(
             failures,
             ["double grants = 0, expected the documented violation"]
@@ -82,15 +87,23 @@ mod tests {
         let shown = Counters {
             double_grants: 1,
             token_regressions: 1,
-            ..ran
+            ..ran.clone()
         };
         assert!(
-            Expectations::for_every_scenario(true, &shown)
+            Expectations::for_every_scenario(true, true, &shown)
                 .into_failures()
                 .is_empty()
         );
+        // A rare documented violation may show or not.
+        for counters in [&ran, &shown] {
+            assert!(
+                Expectations::for_every_scenario(true, false, counters)
+                    .into_failures()
+                    .is_empty()
+            );
+        }
         assert_eq!(
-            Expectations::for_every_scenario(false, &shown).into_failures(),
+            Expectations::for_every_scenario(false, true, &shown).into_failures(),
             [
                 "double grants = 1, expected 0",
                 "token regressions = 1, expected 0"
@@ -100,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_scenario_without_a_grant_did_not_run() {
-        let failures = Expectations::for_every_scenario(false, &Counters::default());
+        let failures = Expectations::for_every_scenario(false, true, &Counters::default());
         assert_eq!(
             failures.into_failures(),
             ["no acquire succeeded: the scenario did not run"]

@@ -1,7 +1,8 @@
 //! What every scenario module shares, and nothing any one of them owns: the run's
 //! [`config`], the [`scenario`] contract with its iteration loop, the
 //! [`expectations`] every scenario starts from, the clients ([`clients`]), the
-//! set-ups a scenario module can start once per run ([`setups`]), the view of a hold
+//! set-ups a scenario module can start once per run ([`setups`]), a held lock with
+//! clients waiting for it across a topology fault ([`contest`]), the view of a hold
 //! the recorder takes ([`hold`]), the recording steps ([`record`]) and the holder
 //! that runs as a process of its own ([`holder_process`]), and waiting for a state the
 //! server announces to nobody ([`poll`]).
@@ -11,6 +12,7 @@
 
 pub(crate) mod clients;
 pub(crate) mod config;
+pub(crate) mod contest;
 pub(crate) mod expectations;
 pub(crate) mod hold;
 pub(crate) mod holder_process;

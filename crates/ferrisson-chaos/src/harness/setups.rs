@@ -90,12 +90,18 @@ impl ServerIteration<'_> {
     }
 }
 
-/// Three masters with a replica each (`RedisCluster::start`); clients connect with
-/// `cluster.url()`.
+/// How long a cluster node may be silent before the others fail it over: short, so
+/// that a paused master is replaced within a few seconds, and long enough that two
+/// cores shared with builds do not fail over a node that is only slow.
+pub(crate) const CLUSTER_NODE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Three masters with a replica each (`RedisCluster::builder()`, node timeout
+/// [`CLUSTER_NODE_TIMEOUT`]); clients connect with `cluster.url()`.
 impl Setup for RedisCluster {
     async fn start(_config: &Config) -> anyhow::Result<Self> {
         // Creating the cluster takes seconds of blocking process work.
-        tokio::task::spawn_blocking(RedisCluster::start)
+        let builder = RedisCluster::builder().node_timeout(CLUSTER_NODE_TIMEOUT);
+        tokio::task::spawn_blocking(move || builder.start())
             .await?
             .context("redis cluster")
     }

@@ -6,12 +6,14 @@
 //! documentation says how to add one.
 
 mod clock;
+mod cluster_faults;
 mod holder_signals;
 mod lagging_replica;
 mod lock_calls;
 mod memory;
 mod primitive_blackholed;
 mod redlock;
+mod sentinel_failover;
 mod stalled_holder;
 
 use serde::Serialize;
@@ -217,6 +219,43 @@ registry! {
         fault: "1-permit ExpirableSemaphore holder blackholed past its permit lease",
         runs: primitive_blackholed::PrimitiveBlackholed::ExpirablePermit,
     },
+    /// `SENTINEL FAILOVER` while a watchdog lock is held and two other clients wait for
+    /// it; grants and renewals count once the master answered. A documented unsafe case.
+    SentinelFailover {
+        name: "sentinel-failover",
+        fault: "SENTINEL FAILOVER while held, 2 clients waiting",
+        runs: sentinel_failover::SentinelFailover::Unacknowledged,
+    },
+    /// The same failover with every grant and renewal acknowledged by both replicas
+    /// (`ClientBuilder::replica_acks`).
+    SentinelFailoverAcked {
+        name: "sentinel-failover-acked",
+        fault: "SENTINEL FAILOVER while held, 2 waiting, replica acks 2 of 2",
+        runs: sentinel_failover::SentinelFailover::Acknowledged,
+    },
+    /// `CLUSTER FAILOVER` on the replica of the master serving the held lock's slot,
+    /// two other clients waiting.
+    ClusterMasterFailover {
+        name: "cluster-master-failover",
+        fault: "CLUSTER FAILOVER of the lock's master while held, 2 waiting",
+        runs: cluster_faults::ClusterFault::MasterFailover,
+    },
+    /// The held, watchdog-renewed lock's slot migrated to another master: the renewals
+    /// must follow `MOVED` / `ASK` and the holder keep its lock.
+    SlotMigratedWhileHeld {
+        name: "slot-migrated-while-held",
+        fault: "the lock's slot migrated to another master while held, 2 waiting",
+        runs: cluster_faults::ClusterFault::SlotMigrated,
+    },
+    /// The master serving the held lock's slot SIGSTOPped until the cluster fails it
+    /// over, then resumed; lease ten times the run's, outliving the failover. A
+    /// documented unsafe case whose double grants are rare (allowed, not required), each
+    /// of them signalled to the holder.
+    ClusterNodePartitioned {
+        name: "cluster-node-partitioned",
+        fault: "the lock's master SIGSTOPped until failed over, lease 10x, 2 waiting",
+        runs: cluster_faults::ClusterFault::NodePartitioned,
+    },
 }
 
 impl Scenario {
@@ -286,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn the_documented_unsafe_cases_are_the_four_of_docs_safety() {
+    fn the_documented_unsafe_cases_are_the_six_of_docs_safety() {
         let unsafe_cases: Vec<&str> = Scenario::ALL
             .into_iter()
             .filter(|s| s.is_documented_unsafe())
@@ -298,7 +337,9 @@ mod tests {
                 "lagging-replica-promoted",
                 "redlock-restarted-at-once",
                 "server-clock-jumped",
-                "key-evicted"
+                "key-evicted",
+                "sentinel-failover",
+                "cluster-node-partitioned"
             ]
         );
     }
