@@ -283,6 +283,49 @@ impl SentinelGroup {
         self.settle("the sentinel group to settle", |_| Ok(()))
     }
 
+    /// Waits until every running replica has received all the master has written (its
+    /// acknowledged replication offset reaches the master's). Replication is asynchronous:
+    /// a failover started before this may lose the last writes; one started after it
+    /// loses nothing written before the call.
+    ///
+    /// # Errors
+    ///
+    /// When no sentinel names a master, or the replicas do not catch up within 30 seconds;
+    /// the error says which offsets were still behind.
+    pub fn wait_for_replication(&self) -> io::Result<()> {
+        let master = self.master()?;
+        let server = &self.servers[master];
+        let running_replicas = self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| i != master && answers(s))
+            .count();
+        poll_until("the replicas to catch up", SETTLE_DEADLINE, || {
+            let info = text_of(server, &["INFO", "replication"])?;
+            let target: u64 = info_field(&info, "master_repl_offset")
+                .and_then(|o| o.parse().ok())
+                .ok_or_else(|| format!("no master_repl_offset in {info}"))?;
+            // `slave0:ip=...,port=...,state=online,offset=123,lag=0`
+            let offsets: Vec<u64> = info
+                .lines()
+                .filter(|line| line.starts_with("slave") && line.contains(":ip="))
+                .filter_map(|line| {
+                    line.split(',')
+                        .find_map(|kv| kv.strip_prefix("offset="))
+                        .and_then(|o| o.parse().ok())
+                })
+                .collect();
+            if offsets.len() >= running_replicas && offsets.iter().all(|&o| o >= target) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "master offset {target}, {running_replicas} replicas expected, offsets {offsets:?}"
+                ))
+            }
+        })
+    }
+
     /// Sends `SENTINEL FAILOVER` to a running sentinel (repeating it while the sentinel
     /// has no replica it may promote yet) and returns the number of the new master once
     /// the group is settled around it.

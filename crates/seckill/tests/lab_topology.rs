@@ -154,6 +154,9 @@ async fn the_service_follows_a_sentinel_failover() {
     assert_eq!(lab_stock(&http, &base).await, (9, 1));
 
     let (group, promoted) = tokio::task::spawn_blocking(move || {
+        // Replication is asynchronous: without this, the promoted replica may not have
+        // the stock yet (the test failed once in CI reading no stock after the failover).
+        group.wait_for_replication().expect("replicas caught up");
         let promoted = group.failover();
         (group, promoted)
     })
