@@ -1,4 +1,4 @@
-//! The global id generator (S1) against real redis-server processes.
+//! The global id generator against real redis-server processes.
 
 use std::collections::HashSet;
 use std::io::Write as _;

@@ -150,7 +150,7 @@ impl Hold {
     ///
     /// A later deadline is stored without notifying: a task in [`Hold::lost`] wakes at
     /// the deadline it saw and reads the new one then. Notifying on every renewal cost
-    /// the watchdog 10–20% of its CPU (M6 in BENCHMARKS.md: the watch channel touches 8
+    /// the watchdog 10–20% of its CPU (the watchdog cost in BENCHMARKS.md: the watch channel touches 8
     /// `Notify`s, each behind a mutex, even with nobody waiting). An earlier deadline or
     /// a loss notifies.
     pub(crate) fn extend(&self, deadline: Instant) {
