@@ -18,12 +18,15 @@
 local function fencing_token(floor)
   local time = redis.call('TIME')
   local token = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  local highest = tonumber(redis.call('GET', floor) or '0')
+  local text = string.format('%.0f', token)
+  -- One call on the usual path: write the clock's value and read what it replaced. Only
+  -- when the floor was not behind the clock is it written a second time, one above.
+  local highest = tonumber(redis.call('SET', floor, text, 'GET') or '0')
   if token <= highest then
     token = highest + 1
+    text = string.format('%.0f', token)
+    redis.call('SET', floor, text)
   end
-  local text = string.format('%.0f', token)
-  redis.call('SET', floor, text)
   return token, text
 end
 
