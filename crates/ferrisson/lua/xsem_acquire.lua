@@ -16,11 +16,6 @@ local free = redis.call('GET', KEYS[1])
 if not free then
   return {-1}
 end
--- The ids are this attempt's own: finding the first held means an earlier call of this
--- attempt took them all (its reply was lost), so the call is safe to send again.
-if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
-  return {1}
-end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local reclaimed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
@@ -29,17 +24,28 @@ if reclaimed > 0 then
   redis.call('INCRBY', KEYS[1], reclaimed)
 end
 local wanted = #ARGV - 1
+-- The ids are this attempt's own: finding them held means an earlier call of this
+-- attempt took them (its reply was lost), so the call is safe to send again. On the
+-- granting path ZADD NX tells, without a lookup of its own: it adds none of them then.
 if free >= wanted then
-  redis.call('DECRBY', KEYS[1], wanted)
   local expiry = now + tonumber(ARGV[1])
+  local entries = {}
   for i = 2, #ARGV do
-    redis.call('ZADD', KEYS[2], expiry, ARGV[i])
+    entries[#entries + 1] = expiry
+    entries[#entries + 1] = ARGV[i]
+  end
+  local added = redis.call('ZADD', KEYS[2], 'NX', unpack(entries))
+  if added > 0 then
+    redis.call('DECRBY', KEYS[1], added)
   end
   -- Reclaimed permits this acquire did not take: other clients' waiters may take them.
-  local left = math.min(reclaimed, free - wanted)
+  local left = math.min(reclaimed, free - added)
   if left > 0 then
     redis.call('SPUBLISH', KEYS[3], left)
   end
+  return {1}
+end
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
   return {1}
 end
 local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')

@@ -463,6 +463,93 @@ async fn release_retried_after_a_lost_reply_of_a_running_permit_is_ok() -> anyho
     Ok(())
 }
 
+/// Takes `wanted` permits over `proxy`, cutting the connection once the server has run
+/// the acquire and before its reply reaches the client: the client sends the call again
+/// on a new connection, and the second run must find the first one's permits instead of
+/// taking more.
+async fn acquire_with_first_reply_lost(
+    semaphore: ExpirableSemaphore,
+    wanted: u32,
+    server: &RedisServer,
+    proxy: &ferrisson_testkit::FaultProxy,
+) -> anyhow::Result<Vec<ExpirablePermit>> {
+    let control = proxy.control();
+    let mut raw = raw(server).await?;
+    // A call on the client's connection first: a reconnect after an earlier reset
+    // happens at the next call, and its handshake must not be held back below.
+    semaphore.available_permits().await?;
+    let before = calls(&mut raw, "evalsha").await?;
+    control.set_hold_replies(true);
+    let acquire = tokio::spawn(async move { semaphore.try_acquire_many(wanted).await });
+    // The server ran it; its reply is held.
+    until_calls(&mut raw, "evalsha", before + 1).await?;
+    let connections = control.accepted_connections();
+    control.reset_all();
+    // Replies stay held until the client has connected again (so the reset has closed
+    // the connection that held the first reply, which cannot slip through), then flow.
+    // The proxy has no event for a new connection: poll its counter.
+    within(async {
+        while control.accepted_connections() == connections {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
+    control.set_hold_replies(false);
+    let permits = acquire
+        .await??
+        .ok_or_else(|| anyhow::anyhow!("the resent acquire reported no permits"))?;
+    assert_eq!(calls(&mut raw, "evalsha").await?, before + 2);
+    Ok(permits)
+}
+
+/// An acquire whose reply was lost is sent again; the second run finds the permits the
+/// first took, whether enough are still free for a second grant (it must not take them)
+/// or not (it must not refuse).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_retried_after_a_lost_reply_takes_its_permits_once() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
+    let a = Client::connect(&proxy.url()).await?;
+    let semaphore = leased(&a, "retried", LONG)?;
+    semaphore.try_set_permits(4).await?;
+    let direct = Client::connect(&server.url()).await?;
+    let observer = direct.expirable_semaphore("retried")?;
+    // Both scripts loaded, so each run below is one EVALSHA.
+    semaphore
+        .try_acquire()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("4 free"))?
+        .release()
+        .await?;
+
+    // 4 free, 1 wanted: after the first run 3 are free, enough for the resent call to take
+    // one more.
+    let one = acquire_with_first_reply_lost(semaphore.clone(), 1, &server, &proxy).await?;
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        observer.available_permits().await?,
+        3,
+        "taken once, not twice"
+    );
+    // 3 free, 2 wanted: after the first run 1 is free, too few for the resent call.
+    let two = acquire_with_first_reply_lost(semaphore.clone(), 2, &server, &proxy).await?;
+    assert_eq!(two.len(), 2);
+    assert_eq!(
+        observer.available_permits().await?,
+        1,
+        "taken once, not refused"
+    );
+    let info = observer.inspect().await?;
+    assert_eq!(info.held_count, 3);
+    for permit in one.into_iter().chain(two) {
+        assert!(permit.is_held());
+        permit.release().await?;
+    }
+    assert_eq!(observer.available_permits().await?, 4);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_permits_are_taken_all_or_none() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
