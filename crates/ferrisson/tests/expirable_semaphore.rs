@@ -550,6 +550,34 @@ async fn acquire_retried_after_a_lost_reply_takes_its_permits_once() -> anyhow::
     Ok(())
 }
 
+/// An acquire that timed out with its reply held back had run on the server: the client
+/// gives its permits back before it reports the error, so they are free again at once,
+/// not only when their lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_acquire_gives_its_permits_back() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
+    let a = impatient(&proxy).await?;
+    let semaphore = leased(&a, "timed-out", LONG)?;
+    semaphore.try_set_permits(3).await?;
+    let direct = Client::connect(&server.url()).await?;
+    let observer = direct.expirable_semaphore("timed-out")?;
+    let mut raw = raw(&server).await?;
+    let before = calls(&mut raw, "evalsha").await?;
+
+    proxy.control().set_hold_replies(true);
+    let result = semaphore.try_acquire_many(2).await;
+    proxy.control().set_hold_replies(false);
+    assert!(result.is_err(), "no reply came, yet: {result:?}");
+    assert!(
+        calls(&mut raw, "evalsha").await? > before,
+        "the acquire never reached the server"
+    );
+    assert_eq!(observer.inspect().await?.held_count, 0);
+    assert_eq!(observer.available_permits().await?, 3);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_permits_are_taken_all_or_none() -> anyhow::Result<()> {
     let server = RedisServer::start()?;

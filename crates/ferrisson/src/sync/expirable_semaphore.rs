@@ -404,7 +404,10 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached.
+    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. An attempt
+    /// that fails after it was sent (its reply timed out, or the connection broke) may
+    /// have taken permits on the server: they are given back before the error is
+    /// returned, or, if Redis cannot be reached for that either, when their lease runs out.
     ///
     /// # Cancel safety
     ///
@@ -672,8 +675,14 @@ impl ExpirableSemaphore {
                         ids: &ids,
                         lease,
                     })
-                    .await?;
-                Ok((shared, ids, taken))
+                    .await;
+                match taken {
+                    Ok(taken) => Ok((shared, ids, taken)),
+                    Err(error) => {
+                        shared.give_back_after_failed_acquire(&ids).await;
+                        Err(error)
+                    }
+                }
             },
             move |(shared, ids, taken)| async move {
                 if taken == PermitTaken::Taken {
@@ -735,6 +744,25 @@ impl Shared {
 
     /// Releases `id`; `hold` is its holder's record, when known (its deadline is the
     /// holder's own estimate of the lease's end).
+    /// An acquire that failed may have run with its reply lost (a response timeout, a
+    /// connection cut after the server ran it): its ids are returned, which is a no-op
+    /// for ids it never took. Best effort: a permit this cannot return comes back when
+    /// its lease runs out.
+    async fn give_back_after_failed_acquire(&self, ids: &[PermitId]) {
+        for &id in ids {
+            if let Err(error) = self.release(id, None).await
+                && !matches!(error, Error::LeaseExpired { .. })
+            {
+                tracing::debug!(
+                    semaphore = %self.name,
+                    permit = %id,
+                    %error,
+                    "could not give back a permit of a failed acquire; it returns when its lease runs out"
+                );
+            }
+        }
+    }
+
     async fn release(&self, id: PermitId, hold: Option<&Hold>) -> Result<()> {
         let mut attempt = 0;
         loop {
