@@ -310,7 +310,12 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached.
+    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. Permits of
+    /// a plain semaphore carry no owner: an attempt that fails after the server ran it
+    /// (its reply timed out, or the connection broke in between) leaves its permits
+    /// taken, and nothing can tell them from held ones. Where that matters, use an
+    /// [`ExpirableSemaphore`](crate::ExpirableSemaphore), whose permits have ids and
+    /// leases, or count permits back with [`Semaphore::add_permits`] after such an error.
     ///
     /// # Cancel safety
     ///
