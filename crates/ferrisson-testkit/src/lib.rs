@@ -21,6 +21,7 @@ mod cluster_view;
 mod memory;
 mod proxy;
 mod resp;
+mod secured;
 mod sentinel;
 mod server;
 mod slot;
