@@ -294,7 +294,11 @@ impl RedisCluster {
         } else {
             "redis+cluster"
         };
-        let userinfo = self.user.as_ref().map(AclUser::userinfo).unwrap_or_default();
+        let userinfo = self
+            .user
+            .as_ref()
+            .map(AclUser::userinfo)
+            .unwrap_or_default();
         format!("{scheme}://{userinfo}{}", self.seeds().join(","))
     }
 

@@ -197,11 +197,8 @@ impl SentinelBuilder {
         let sentinel_protection = self.secured.protection(self.sentinel_user.as_ref());
         let sentinels = (0..self.sentinels)
             .map(|_| {
-                let sentinel = RedisServer::start_with_config(
-                    &config,
-                    &sentinel_args,
-                    &sentinel_protection,
-                )?;
+                let sentinel =
+                    RedisServer::start_with_config(&config, &sentinel_args, &sentinel_protection)?;
                 speed_up(&sentinel)?;
                 Ok(sentinel)
             })
@@ -320,7 +317,11 @@ impl SentinelGroup {
         } else {
             "redis+sentinel"
         };
-        let userinfo = self.user.as_ref().map(AclUser::userinfo).unwrap_or_default();
+        let userinfo = self
+            .user
+            .as_ref()
+            .map(AclUser::userinfo)
+            .unwrap_or_default();
         format!(
             "{scheme}://{userinfo}{}/{}",
             self.sentinel_addrs().join(","),

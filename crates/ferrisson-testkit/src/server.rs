@@ -374,51 +374,51 @@ impl Spawn<'_> {
             vec!["--port".into(), port.to_string().into()]
         };
         let access = access(dir, port, protection);
-    let binary = redis_server_binary();
-    let mut child = Command::new(&binary)
-        .args(config_file)
-        .args(&ports)
-        .args(["--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--logfile", "redis.log", "--daemonize", "no"])
-        .args(extra_args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot run {} ({e}); install redis-server or set FERRISSON_REDIS_SERVER",
-                    binary.display()
-                ),
-            )
-        })?;
-    let deadline = Instant::now() + STARTUP_DEADLINE;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-            let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
-            return Err(io::Error::other(format!(
-                "redis-server on port {port} exited with {status}: {tail}"
-            )));
+        let binary = redis_server_binary();
+        let mut child = Command::new(&binary)
+            .args(config_file)
+            .args(&ports)
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--logfile", "redis.log", "--daemonize", "no"])
+            .args(extra_args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot run {} ({e}); install redis-server or set FERRISSON_REDIS_SERVER",
+                        binary.display()
+                    ),
+                )
+            })?;
+        let deadline = Instant::now() + STARTUP_DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+                let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+                return Err(io::Error::other(format!(
+                    "redis-server on port {port} exited with {status}: {tail}"
+                )));
+            }
+            if resp::query_at(&access, &["PING"]).is_ok_and(|reply| reply.text() == Some("PONG")) {
+                return Ok(child);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("redis-server on port {port} did not answer PING"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if resp::query_at(&access, &["PING"]).is_ok_and(|reply| reply.text() == Some("PONG")) {
-            return Ok(child);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("redis-server on port {port} did not answer PING"),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
-}
 }

@@ -11,7 +11,11 @@ fn a_tls_cluster_with_an_acl_user_forms_and_fails_over() -> Result {
         .tls(ClientAuth::Required)
         .acl_user("locker", "secret")
         .start()?;
-    assert!(cluster.url().starts_with("rediss+cluster://locker:secret@127.0.0.1:"));
+    assert!(
+        cluster
+            .url()
+            .starts_with("rediss+cluster://locker:secret@127.0.0.1:")
+    );
     let replica = cluster.replicas_of(0)?[0];
     cluster.failover(replica)?;
     assert!(cluster.masters()?.contains(&replica));
@@ -28,7 +32,11 @@ fn a_tls_sentinel_group_with_acl_users_forms_and_fails_over() -> Result {
         .acl_user("locker", "secret")
         .sentinel_acl_user("watcher", "watchpw")
         .start()?;
-    assert!(group.url().starts_with("rediss+sentinel://locker:secret@127.0.0.1:"));
+    assert!(
+        group
+            .url()
+            .starts_with("rediss+sentinel://locker:secret@127.0.0.1:")
+    );
     let promoted = group.failover()?;
     assert_ne!(promoted, 0);
     assert_eq!(group.sentinels()[0].command(&["ACL", "WHOAMI"])?, "watcher");

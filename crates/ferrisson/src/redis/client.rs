@@ -381,10 +381,19 @@ impl ClientBuilder {
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(self.reconnect_retries)
             .set_automatic_resubscription();
-        let connection = match Endpoint::parse(&self.url)? {
+        let endpoint = Endpoint::parse(&self.url)?;
+        // A timeout says how long, and for TLS the likeliest cause.
+        let no_answer = NoAnswer {
+            // redis-rs asks the sentinels with its own timeout, not this one.
+            timeout: (!matches!(endpoint, Endpoint::Sentinel { .. }))
+                .then_some(self.connect_timeout),
+            tls: endpoint.is_tls(),
+        };
+        let connect_error = |cause: redis::RedisError| connect_error(no_answer.explain(cause));
+        let connection = match endpoint {
             Endpoint::Single(info) => {
                 let redis_client = self.single_client(info)?;
-                self.first_attempt(&redis_client).await?;
+                self.first_attempt(&redis_client, no_answer).await?;
                 let mut conn = ConnectionManager::new_with_config(
                     redis_client,
                     config.set_push_sender(push_handler),
@@ -478,7 +487,7 @@ impl ClientBuilder {
 
     /// One connection attempt bounded by the connect timeout, so that a refused port or a
     /// wrong certificate fails at once: the connection manager would retry with backoff.
-    async fn first_attempt(&self, redis_client: &redis::Client) -> Result<()> {
+    async fn first_attempt(&self, redis_client: &redis::Client, no_answer: NoAnswer) -> Result<()> {
         let first_attempt = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
@@ -490,21 +499,59 @@ impl ClientBuilder {
                 drop(connection);
                 Ok(())
             }
-            Err(e) if e.is_timeout() => Err(Error::Connect {
-                url: redact_url(&self.url),
-                cause: redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "no answer within the connect timeout ({:?})",
-                        self.connect_timeout
-                    ),
-                )),
-            }),
             Err(e) => Err(Error::Connect {
                 url: redact_url(&self.url),
-                cause: e,
+                cause: no_answer.explain(e),
             }),
         }
+    }
+}
+
+/// What a failed connect reports beyond redis-rs's words: how long a timeout waited and,
+/// for TLS, the likeliest cause (a port that does not speak TLS never answers the
+/// handshake); for a plain connection that was reset, that a TLS port does that.
+#[derive(Clone, Copy)]
+struct NoAnswer {
+    /// The timeout that ran out, when it is the connect timeout.
+    timeout: Option<Duration>,
+    tls: bool,
+}
+
+impl NoAnswer {
+    /// `cause`, or for a timeout an error that says the above.
+    fn explain(self, cause: redis::RedisError) -> redis::RedisError {
+        // redis-rs's cluster client reports its seeds' timeouts as text only.
+        let timed_out = cause.is_timeout()
+            || cause.kind() == redis::ErrorKind::Io
+                && cause.detail().is_some_and(|detail| detail == "timed out");
+        if !timed_out {
+            // A TLS port resets a connection that does not start with a TLS handshake.
+            // (The cluster client reports it as text only.)
+            let reason = redis_reason(&cause);
+            if !self.tls && reason.to_lowercase().contains("connection reset by peer") {
+                return redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    format!(
+                        "{reason}; a server that speaks TLS on this port resets plain \
+                         connections (rediss://, rediss+sentinel:// and rediss+cluster:// ask for TLS)"
+                    ),
+                ));
+            }
+            return cause;
+        }
+        let hint = if self.tls {
+            "; a TLS handshake gets no answer from a port that does not speak TLS"
+        } else {
+            ""
+        };
+        let waited = match self.timeout {
+            Some(timeout) => format!("within the connect timeout ({timeout:?})"),
+            None => "in time".to_owned(),
+        };
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer {waited}{hint}"),
+        ))
     }
 }
 

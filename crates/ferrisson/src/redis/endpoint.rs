@@ -129,6 +129,17 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Whether the URL asks for TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        let info = match self {
+            Self::Single(info) | Self::Sentinel { data: info, .. } => Some(info),
+            Self::Cluster { seeds } => seeds.first(),
+        };
+        info.is_some_and(|info| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }))
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Topology {
     Sentinel,
