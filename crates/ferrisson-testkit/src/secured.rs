@@ -31,9 +31,13 @@ impl AclUser {
         ]
     }
 
-    /// `user:password@` for a URL.
+    /// `user:password@` for a URL, each percent-encoded where a URL needs it.
     pub(crate) fn userinfo(&self) -> String {
-        format!("{}:{}@", self.name, self.password)
+        format!(
+            "{}:{}@",
+            percent_encode(&self.name),
+            percent_encode(&self.password)
+        )
     }
 }
 
@@ -152,5 +156,29 @@ impl Secured {
             ]);
         }
         Ok(args)
+    }
+}
+
+/// `text` with every byte but letters, digits and `-._~` as `%XX`, for a URL's user info.
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_is_percent_encoded() {
+        let user = AclUser::new("locker", "p@ss:w/rd %");
+        assert_eq!(user.userinfo(), "locker:p%40ss%3Aw%2Frd%20%25@");
     }
 }

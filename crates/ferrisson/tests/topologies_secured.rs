@@ -21,7 +21,9 @@ use ferrisson_testkit::{
 use topology_cases::every_case;
 
 const USER: &str = "locker";
-const PASSWORD: &str = "s3cret-data-pw";
+/// With the characters a URL must percent-encode: the URL carries it encoded.
+const PASSWORD: &str = "s3cret:data@pw/1";
+const PASSWORD_IN_URL: &str = "s3cret%3Adata%40pw%2F1";
 const SENTINEL_USER: &str = "watcher";
 const SENTINEL_PASSWORD: &str = "s3cret-sentinel-pw";
 /// A password no server knows; it must not show in any error either.
@@ -58,10 +60,14 @@ async fn tls_cluster() -> anyhow::Result<RedisCluster> {
     .await??)
 }
 
-/// `rediss+cluster://locker:...@node,node,...` with the cluster's CA and client certificate.
+/// `rediss+cluster://locker:...@node` with the cluster's CA and client certificate: one
+/// seed only, so that every other node is one the client discovers, and must reach with
+/// the same TLS settings and credentials.
 fn cluster_target(cluster: &RedisCluster) -> anyhow::Result<ClientBuilder> {
     let certificates = cluster.certificates().context("a TLS cluster")?;
-    Ok(Client::builder(&cluster.url()).tls(tls(certificates)))
+    let url = cluster.url();
+    let one_seed = url.split(',').next().context("a cluster url")?;
+    Ok(Client::builder(one_seed).tls(tls(certificates)))
 }
 
 async fn tls_sentinels() -> anyhow::Result<SentinelGroup> {
@@ -209,7 +215,7 @@ async fn refused(builder: ClientBuilder) -> anyhow::Result<Error> {
         anyhow::bail!("the connect succeeded");
     };
     let shown = format!("{error} / {error:?}");
-    for password in [PASSWORD, SENTINEL_PASSWORD, WRONG_PASSWORD] {
+    for password in [PASSWORD, PASSWORD_IN_URL, SENTINEL_PASSWORD, WRONG_PASSWORD] {
         anyhow::ensure!(!shown.contains(password), "a password shows in {shown}");
     }
     Ok(error)
@@ -235,7 +241,7 @@ async fn a_tls_cluster_refuses_wrong_credentials_clearly() -> anyhow::Result<()>
     let certificates = cluster.certificates().context("a TLS cluster")?;
     let url = cluster.url();
 
-    let wrong = url.replacen(PASSWORD, WRONG_PASSWORD, 1);
+    let wrong = url.replacen(PASSWORD_IN_URL, WRONG_PASSWORD, 1);
     let error = refused(Client::builder(&wrong).tls(tls(certificates))).await?;
     ensure_connect_error(
         &error,
@@ -246,7 +252,7 @@ async fn a_tls_cluster_refuses_wrong_credentials_clearly() -> anyhow::Result<()>
         ],
     )?;
 
-    let anonymous = url.replacen(&format!("{USER}:{PASSWORD}@"), "", 1);
+    let anonymous = url.replacen(&format!("{USER}:{PASSWORD_IN_URL}@"), "", 1);
     let error = refused(Client::builder(&anonymous).tls(tls(certificates))).await?;
     ensure_connect_error(
         &error,
@@ -277,7 +283,7 @@ async fn tls_sentinels_refuse_wrong_credentials_clearly() -> anyhow::Result<()> 
     let url = group.url();
 
     // The master refuses the data credentials.
-    let wrong = url.replacen(PASSWORD, WRONG_PASSWORD, 1);
+    let wrong = url.replacen(PASSWORD_IN_URL, WRONG_PASSWORD, 1);
     let error = refused(
         Client::builder(&wrong)
             .tls(tls(certificates))
