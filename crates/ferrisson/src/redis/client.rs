@@ -239,18 +239,30 @@ impl ClientBuilder {
         self
     }
 
-    /// TLS settings for a `rediss://` URL: the CA to verify the server with, a client
-    /// certificate, or the insecure mode. Refused at connect with a `redis://` URL.
+    /// TLS settings for a `rediss://`, `rediss+sentinel://` or `rediss+cluster://` URL:
+    /// the CA to verify the servers with, a client certificate, or the insecure mode.
+    /// Behind Sentinel they serve the sentinels and the master they name; on a cluster,
+    /// every node, the ones the client discovers included. Refused at connect with a
+    /// plain URL.
     ///
     /// ```no_run
-    /// # async fn demo(ca_pem: Vec<u8>) -> ferrisson::Result<()> {
+    /// # async fn demo(ca_pem: Vec<u8>, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> ferrisson::Result<()> {
     /// use ferrisson::{Client, TlsConfig};
     ///
     /// let client = Client::builder("rediss://127.0.0.1:6380")
-    ///     .tls(TlsConfig::new().ca_certificates(ca_pem))
+    ///     .tls(TlsConfig::new().ca_certificates(ca_pem.clone()))
     ///     .connect()
     ///     .await?;
-    /// # let _ = client; Ok(()) }
+    ///
+    /// // A cluster with TLS only, client certificates and an ACL user.
+    /// let tls = TlsConfig::new()
+    ///     .ca_certificates(ca_pem)
+    ///     .client_certificate(cert_pem, key_pem);
+    /// let cluster = Client::builder("rediss+cluster://locker:secret@10.0.0.1:6380,10.0.0.2:6380")
+    ///     .tls(tls)
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = (client, cluster); Ok(()) }
     /// ```
     pub fn tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
@@ -285,17 +297,27 @@ impl ClientBuilder {
         self
     }
 
-    /// Credentials for the sentinels of a `redis+sentinel://` URL, when they require
-    /// authentication (the URL's credentials are the master's). Without it, sentinels are
-    /// asked without credentials.
+    /// Credentials for the sentinels of a `redis+sentinel://` or `rediss+sentinel://` URL,
+    /// when they require authentication (`requirepass` or an ACL user on the sentinels;
+    /// the URL's credentials are the master's). Without it, sentinels are asked without
+    /// credentials.
     ///
     /// ```no_run
-    /// # async fn demo() -> ferrisson::Result<()> {
+    /// # async fn demo(tls: ferrisson::TlsConfig) -> ferrisson::Result<()> {
     /// let client = ferrisson::Client::builder("redis+sentinel://:data-pw@10.0.0.1,10.0.0.2,10.0.0.3/shop")
     ///     .sentinel_credentials(None, "sentinel-pw")
     ///     .connect()
     ///     .await?;
-    /// # let _ = client; Ok(()) }
+    ///
+    /// // TLS to the sentinels and the master, an ACL user on each.
+    /// let secured = ferrisson::Client::builder(
+    ///     "rediss+sentinel://locker:secret@10.0.0.1:26380,10.0.0.2:26380,10.0.0.3:26380/shop",
+    /// )
+    /// .tls(tls)
+    /// .sentinel_credentials(Some("watcher"), "sentinel-secret")
+    /// .connect()
+    /// .await?;
+    /// # let _ = (client, secured); Ok(()) }
     /// ```
     pub fn sentinel_credentials(
         mut self,

@@ -10,9 +10,11 @@
 //!                                                       seed nodes (default port 6379)
 //! ```
 //!
-//! `rediss+sentinel://` and `rediss+cluster://` use TLS to every server. The credentials
-//! are those of the data servers (the master and its replicas, the cluster's nodes);
-//! sentinels are asked without credentials unless
+//! `rediss+sentinel://` and `rediss+cluster://` use TLS to every server (sentinels,
+//! masters, discovered cluster nodes), with the settings of
+//! [`ClientBuilder::tls`](crate::ClientBuilder::tls). The credentials (percent-encoded
+//! where a URL needs it) are those of the data servers (the master and its replicas, the
+//! cluster's nodes); sentinels are asked without credentials unless
 //! [`ClientBuilder::sentinel_credentials`](crate::ClientBuilder::sentinel_credentials)
 //! gives some.
 
