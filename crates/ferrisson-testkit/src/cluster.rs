@@ -302,6 +302,11 @@ impl RedisCluster {
         format!("{scheme}://{userinfo}{}", self.seeds().join(","))
     }
 
+    /// The nodes' ACL user, when the cluster has one.
+    pub(crate) fn acl_user(&self) -> Option<&AclUser> {
+        self.user.as_ref()
+    }
+
     /// The certificates of a cluster started with [`ClusterBuilder::tls`].
     pub fn certificates(&self) -> Option<&TestCertificates> {
         self.certificates.as_ref()

@@ -1,6 +1,7 @@
 //! What protects a cluster or a Sentinel group: TLS only on every TCP port, and ACL users
 //! with the default user switched off.
 
+use std::fmt::Write as _;
 use std::io;
 
 use crate::server::Protection;
@@ -166,7 +167,7 @@ fn percent_encode(text: &str) -> String {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
             encoded.push(char::from(byte));
         } else {
-            encoded.push_str(&format!("%{byte:02X}"));
+            let _ = write!(encoded, "%{byte:02X}");
         }
     }
     encoded

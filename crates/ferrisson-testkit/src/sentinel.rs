@@ -1,6 +1,7 @@
 //! A Redis Sentinel group owned by a test: a master, its replicas and the sentinels
 //! watching them, on free ports, killed and removed on drop.
 
+use std::fmt::Write as _;
 use std::io;
 use std::time::Duration;
 
@@ -180,17 +181,19 @@ impl SentinelBuilder {
             self.failover_timeout.as_millis().max(1),
         );
         if let Some(user) = &self.secured.user {
-            config.push_str(&format!(
+            let _ = write!(
+                config,
                 "sentinel auth-user {name} {}\nsentinel auth-pass {name} {}\n",
                 user.name, user.password
-            ));
+            );
         }
         if let Some(user) = &self.sentinel_user {
             config.push_str(&Secured::sentinel_user_config(user));
-            config.push_str(&format!(
+            let _ = write!(
+                config,
                 "sentinel sentinel-user {}\nsentinel sentinel-pass {}\n",
                 user.name, user.password
-            ));
+            );
         }
         let mut sentinel_args = vec!["--sentinel"];
         sentinel_args.extend(tls_args.iter().map(String::as_str));

@@ -1,7 +1,7 @@
 //! Clusters and Sentinel groups protected by TLS and ACL users: they form, the kit's
 //! waiting helpers see them, and a plain or anonymous client is refused.
 
-use ferrisson_testkit::{ClientAuth, RedisCluster, SentinelGroup};
+use ferrisson_testkit::{ClientAuth, RedisCluster, SentinelGroup, key_slot};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -22,6 +22,48 @@ fn a_tls_cluster_with_an_acl_user_forms_and_fails_over() -> Result {
     // The kit's own access is authenticated: the default user is off.
     let who = cluster.nodes()[0].command(&["ACL", "WHOAMI"])?;
     assert_eq!(who, "locker");
+    // A slot moves with its keys (MIGRATE logs in to the target over TLS).
+    let source = cluster.master_of_key("k")?;
+    let target = cluster
+        .masters()?
+        .into_iter()
+        .find(|&m| m != source)
+        .ok_or("no other master")?;
+    assert_eq!(cluster.nodes()[source].command(&["SET", "k", "v"])?, "+OK");
+    cluster.migrate_slot(key_slot("k"), target)?;
+    assert_eq!(cluster.master_of_key("k")?, target);
+    assert_eq!(cluster.nodes()[target].command(&["GET", "k"])?, "v");
+    Ok(())
+}
+
+#[test]
+fn protected_servers_refuse_anonymous_and_plain_clients() -> Result {
+    let cluster = RedisCluster::builder()
+        .tls(ClientAuth::None)
+        .acl_user("locker", "secret")
+        .start()?;
+    let port = cluster.nodes()[0].port();
+    // No plain port: a plain client is dropped by the TLS port.
+    let plain = redis::Client::open(format!("redis://locker:secret@127.0.0.1:{port}"))?;
+    assert!(plain.get_connection().is_err());
+    // Over TLS (trusting the test CA) without credentials: the default user is off.
+    let certificates = cluster.certificates().ok_or("a TLS cluster")?;
+    let tls = |url: String| {
+        redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(certificates.ca_pem().as_bytes().to_vec()),
+            },
+        )
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let anonymous = tls(format!("rediss://127.0.0.1:{port}"))?;
+    let refused = redis::cmd("PING").query::<String>(&mut anonymous.get_connection()?);
+    assert!(refused.is_err(), "{refused:?}");
+    let logged_in = tls(format!("rediss://locker:secret@127.0.0.1:{port}"))?;
+    let pong: String = redis::cmd("PING").query(&mut logged_in.get_connection()?)?;
+    assert_eq!(pong, "PONG");
     Ok(())
 }
 

@@ -372,26 +372,7 @@ impl ClientBuilder {
     /// [`Error::UnsupportedServer`] when it is older than Redis 7.0.
     pub async fn connect(self) -> Result<Client> {
         let redacted_url = redact_url(&self.url);
-        validate_lease(self.watchdog_lease)?;
-        validate_namespace(&self.namespace)?;
-        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
-            return Err(Error::invalid("timeouts must be greater than zero"));
-        }
-        if let Some(acks) = self.replica_acks {
-            if acks.replicas == 0 {
-                return Err(Error::invalid(
-                    "replica acknowledgements need at least 1 replica",
-                ));
-            }
-            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
-                return Err(Error::invalid(format!(
-                    "the replica acknowledgement timeout must be above zero and at most a third \
-                     of the watchdog lease ({:?}), got {:?}",
-                    self.watchdog_lease / 3,
-                    acks.timeout
-                )));
-            }
-        }
+        self.validate()?;
         let connect_error = |cause| Error::Connect {
             url: redacted_url.clone(),
             cause,
@@ -485,6 +466,32 @@ impl ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// Refuses settings no connect could use: a bad lease, namespace, timeout or replica
+    /// acknowledgement.
+    fn validate(&self) -> Result<()> {
+        validate_lease(self.watchdog_lease)?;
+        validate_namespace(&self.namespace)?;
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err(Error::invalid("timeouts must be greater than zero"));
+        }
+        if let Some(acks) = self.replica_acks {
+            if acks.replicas == 0 {
+                return Err(Error::invalid(
+                    "replica acknowledgements need at least 1 replica",
+                ));
+            }
+            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
+                return Err(Error::invalid(format!(
+                    "the replica acknowledgement timeout must be above zero and at most a third \
+                     of the watchdog lease ({:?}), got {:?}",
+                    self.watchdog_lease / 3,
+                    acks.timeout
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The redis-rs client for one server and the TLS settings, RESP3.
     fn single_client(&self, info: ConnectionInfo) -> Result<redis::Client> {
         let settings = info
