@@ -235,6 +235,15 @@ fn ensure_connect_error(error: &Error, words: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The error's message says `phrase` (which side refused, behind Sentinel).
+fn ensure_says(error: &Error, phrase: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        error.to_string().contains(phrase),
+        "the message does not say {phrase:?}: {error}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_cluster_refuses_wrong_credentials_clearly() -> anyhow::Result<()> {
     let cluster = tls_cluster().await?;
@@ -298,6 +307,7 @@ async fn tls_sentinels_refuse_wrong_credentials_clearly() -> anyhow::Result<()> 
             "authentication failed",
         ],
     )?;
+    ensure_says(&error, "the master refused the login")?;
 
     // The sentinels refuse theirs.
     let error = refused(
@@ -314,6 +324,7 @@ async fn tls_sentinels_refuse_wrong_credentials_clearly() -> anyhow::Result<()> 
             "authentication failed",
         ],
     )?;
+    ensure_says(&error, "the sentinels refused the login")?;
 
     // No sentinel credentials at all.
     let error = refused(Client::builder(&url).tls(tls(certificates))).await?;
@@ -321,6 +332,7 @@ async fn tls_sentinels_refuse_wrong_credentials_clearly() -> anyhow::Result<()> 
         &error,
         &["noauth", "authentication required", "authentication failed"],
     )?;
+    ensure_says(&error, "the sentinels refused the login")?;
     Ok(())
 }
 
