@@ -659,10 +659,22 @@ fn run_to_end(program: &Path, args: &[&str], log: &Path, limit: Duration) -> io:
     }
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    // The password after `--pass` stays out of the message.
+    let shown: Vec<&str> = args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            if i > 0 && args[i - 1] == "--pass" {
+                "***"
+            } else {
+                arg
+            }
+        })
+        .collect();
     Err(io::Error::other(format!(
         "{} {} exited with {status}: {}",
         program.display(),
-        args.join(" "),
+        shown.join(" "),
         tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
     )))
 }

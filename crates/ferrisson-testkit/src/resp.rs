@@ -113,7 +113,7 @@ pub(crate) fn text_of(node: &crate::RedisServer, command: &[&str]) -> Result<Str
 }
 
 /// Where the kit reaches a server, and as whom.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Access {
     pub(crate) address: Address,
     /// `AUTH user password` before each command, for servers whose default user is off.

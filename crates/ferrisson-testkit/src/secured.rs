@@ -8,11 +8,19 @@ use crate::server::Protection;
 use crate::tls::path_arg;
 use crate::{ClientAuth, TestCertificates};
 
-/// An ACL user: a name and a password.
-#[derive(Debug, Clone)]
+/// An ACL user: a name and a password (Debug shows the name only).
+#[derive(Clone)]
 pub(crate) struct AclUser {
     pub(crate) name: String,
     pub(crate) password: String,
+}
+
+impl std::fmt::Debug for AclUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AclUser")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AclUser {
@@ -181,5 +189,6 @@ mod tests {
     fn user_info_is_percent_encoded() {
         let user = AclUser::new("locker", "p@ss:w/rd %");
         assert_eq!(user.userinfo(), "locker:p%40ss%3Aw%2Frd%20%25@");
+        assert!(!format!("{user:?}").contains("p@ss"));
     }
 }

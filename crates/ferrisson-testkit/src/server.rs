@@ -45,7 +45,7 @@ pub struct RedisServer {
 
 /// How a server of a protected group is reached: TLS only on its TCP port (the kit then
 /// talks to it on a Unix socket in its directory), and an ACL user the kit logs in as.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Protection {
     /// The TCP port speaks TLS only (`port 0`, `tls-port PORT`); the TLS files and
     /// settings come with the server's arguments.
@@ -321,6 +321,15 @@ impl Drop for RedisServer {
 pub(crate) fn free_port() -> io::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(listener.local_addr()?.port())
+}
+
+impl std::fmt::Debug for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protection")
+            .field("tls", &self.tls)
+            .field("user", &self.auth.as_ref().map(|(user, _)| user))
+            .finish()
+    }
 }
 
 /// Where the kit reaches a server started with `protection`.
