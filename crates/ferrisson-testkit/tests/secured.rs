@@ -82,5 +82,12 @@ fn a_tls_sentinel_group_with_acl_users_forms_and_fails_over() -> Result {
     let promoted = group.failover()?;
     assert_ne!(promoted, 0);
     assert_eq!(group.sentinels()[0].command(&["ACL", "WHOAMI"])?, "watcher");
+    // A killed master is replaced, and comes back (TLS only, same user) as a replica.
+    let mut group = group;
+    group.servers_mut()[promoted].kill()?;
+    let next = group.wait_for_new_master(promoted)?;
+    assert_ne!(next, promoted);
+    group.restart_server(promoted)?;
+    assert_eq!(group.master()?, next);
     Ok(())
 }
