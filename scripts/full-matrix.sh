@@ -2,8 +2,9 @@
 # The full test matrix, on demand. CI (.ci/run) runs every primitive once on each Redis
 # topology and every fault scenario 3 times; this runs all of it harder:
 #
-#   1. every primitive on one server, behind Sentinel and on a Cluster, ROUNDS times
-#      (each round starts its own servers: a fresh cluster forms every time);
+#   1. every primitive on one server, behind Sentinel and on a Cluster, plain and (Sentinel,
+#      Cluster) with TLS and ACL users, ROUNDS times (each round starts its own servers:
+#      fresh clusters form every time);
 #   2. every fault scenario, ITERATIONS times each (the figures in docs/SAFETY.md);
 #   3. the oversell lab on each topology, with its default load;
 #   4. the seckill tests against SQLite, and PostgreSQL and MariaDB when reachable
@@ -22,11 +23,11 @@ case "$rounds$iterations" in *[!0-9]*) echo "usage: $0 [ROUNDS] [ITERATIONS] (wh
 
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 cargo build --quiet --release --locked -p ferrisson-cli --features chaos
-cargo test --quiet --locked -p ferrisson --test topologies --no-run
+cargo test --quiet --locked -p ferrisson --test topologies --test topologies_secured --no-run
 
 for round in $(seq 1 "$rounds"); do
   echo "== every primitive on every topology, round $round of $rounds"
-  cargo test --quiet --locked -p ferrisson --test topologies
+  cargo test --quiet --locked -p ferrisson --test topologies --test topologies_secured
 done
 
 echo "== every fault scenario, $iterations iterations each"

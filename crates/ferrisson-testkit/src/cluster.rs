@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use crate::cluster_view::ClusterView;
 use crate::resp::{info_field, text_of};
-use crate::server::free_port;
+use crate::secured::{AclUser, Secured};
+use crate::server::{Protection, free_port};
 use crate::wait::poll_until;
-use crate::{CLUSTER_SLOTS, RedisServer, key_slot};
+use crate::{CLUSTER_SLOTS, ClientAuth, RedisServer, TestCertificates, key_slot};
 
 /// How long `redis-cli --cluster create` and the cluster's first agreement may take.
 const FORMATION_DEADLINE: Duration = Duration::from_secs(60);
@@ -68,6 +69,7 @@ pub struct ClusterBuilder {
     replicas_per_master: usize,
     node_timeout: Duration,
     args: Vec<String>,
+    secured: Secured,
 }
 
 impl Default for ClusterBuilder {
@@ -77,6 +79,7 @@ impl Default for ClusterBuilder {
             replicas_per_master: 1,
             node_timeout: Duration::from_secs(2),
             args: Vec::new(),
+            secured: Secured::default(),
         }
     }
 }
@@ -104,6 +107,24 @@ impl ClusterBuilder {
     /// Extra `redis-server` arguments for every node (e.g. `["--maxmemory", "10mb"]`).
     pub fn args(mut self, args: &[&str]) -> Self {
         self.args = args.iter().map(|arg| (*arg).to_owned()).collect();
+        self
+    }
+
+    /// Protects every node with an ACL user `name` (every key, channel and command) and
+    /// switches the default user off; replicas log in to their masters as that user, and
+    /// so does the kit. [`RedisCluster::url`] then carries `name:password@`.
+    pub fn acl_user(mut self, name: &str, password: &str) -> Self {
+        self.secured.user = Some(AclUser::new(name, password));
+        self
+    }
+
+    /// Makes fresh [`TestCertificates`] and runs every node with TLS only: its TCP port is
+    /// a TLS port (`port 0`, `tls-port`), replication and the cluster bus use TLS, and
+    /// with [`ClientAuth::Required`] clients must present a certificate signed by the test
+    /// CA. [`RedisCluster::url`] is then a `rediss+cluster://` URL; the kit itself reaches
+    /// each node on a Unix socket in its directory.
+    pub fn tls(mut self, client_auth: ClientAuth) -> Self {
+        self.secured.tls = Some(client_auth);
         self
     }
 
@@ -140,10 +161,18 @@ impl ClusterBuilder {
             "--repl-diskless-sync-delay",
             "0",
         ];
+        let certificates = self.secured.certificates()?;
+        let protection_args = [
+            self.secured.tls_args(certificates.as_ref(), true)?,
+            self.secured.acl_args(),
+        ]
+        .concat();
+        args.extend(protection_args.iter().map(String::as_str));
         args.extend(self.args.iter().map(String::as_str));
+        let protection = self.secured.protection(self.secured.user.as_ref());
         let count = self.masters * (1 + self.replicas_per_master);
         let nodes = (0..count)
-            .map(|_| start_node(&args))
+            .map(|_| start_node(&args, &protection))
             .collect::<io::Result<Vec<_>>>()?;
         let ids = nodes
             .iter()
@@ -155,9 +184,16 @@ impl ClusterBuilder {
                     .ok_or_else(|| io::Error::other(format!("CLUSTER MYID answered {reply:?}")))
             })
             .collect::<io::Result<Vec<_>>>()?;
-        let cluster = RedisCluster { nodes, ids };
+        let cli_args = self.secured.redis_cli_args(certificates.as_ref())?;
+        let cluster = RedisCluster {
+            nodes,
+            ids,
+            user: self.secured.user,
+            certificates,
+        };
         let replicas = self.replicas_per_master.to_string();
-        let mut create = vec!["--cluster", "create"];
+        let mut create: Vec<&str> = cli_args.iter().map(String::as_str).collect();
+        create.extend(["--cluster", "create"]);
         let seeds = cluster.seeds();
         create.extend(seeds.iter().map(String::as_str));
         create.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
@@ -199,9 +235,14 @@ impl ClusterBuilder {
 /// ```
 #[derive(Debug)]
 pub struct RedisCluster {
+    // Dropped first: the nodes go before the certificate files they read.
     nodes: Vec<RedisServer>,
     /// Each node's cluster id, by node number.
     ids: Vec<String>,
+    /// The nodes' ACL user, when the cluster has one.
+    user: Option<AclUser>,
+    /// The certificates of a TLS cluster.
+    certificates: Option<TestCertificates>,
 }
 
 impl RedisCluster {
@@ -238,14 +279,37 @@ impl RedisCluster {
             .collect()
     }
 
-    /// Every node's `redis://127.0.0.1:PORT`.
+    /// Every node's `redis://127.0.0.1:PORT` (see [`RedisServer::url`] for a protected
+    /// cluster's).
     pub fn node_urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
-    /// `redis+cluster://127.0.0.1:PORT,127.0.0.1:PORT,...` with every node.
+    /// `redis+cluster://127.0.0.1:PORT,127.0.0.1:PORT,...` with every node; for a TLS
+    /// cluster `rediss+cluster://`, and with the ACL user's `name:password@` when the
+    /// cluster has one.
     pub fn url(&self) -> String {
-        format!("redis+cluster://{}", self.seeds().join(","))
+        let scheme = if self.certificates.is_some() {
+            "rediss+cluster"
+        } else {
+            "redis+cluster"
+        };
+        let userinfo = self
+            .user
+            .as_ref()
+            .map(AclUser::userinfo)
+            .unwrap_or_default();
+        format!("{scheme}://{userinfo}{}", self.seeds().join(","))
+    }
+
+    /// The nodes' ACL user, when the cluster has one.
+    pub(crate) fn acl_user(&self) -> Option<&AclUser> {
+        self.user.as_ref()
+    }
+
+    /// The certificates of a cluster started with [`ClusterBuilder::tls`].
+    pub fn certificates(&self) -> Option<&TestCertificates> {
+        self.certificates.as_ref()
     }
 
     /// The node's cluster id (`CLUSTER MYID`).
@@ -539,13 +603,13 @@ fn no_such_node(node: usize) -> io::Error {
 
 /// Starts one cluster node, choosing its bus port (`cluster-port`) afresh when another
 /// process took the last one: the default (port + 10000) may lie past 65535.
-fn start_node(args: &[&str]) -> io::Result<RedisServer> {
+fn start_node(args: &[&str], protection: &Protection) -> io::Result<RedisServer> {
     let mut last_error = None;
     for _ in 0..BUS_PORT_ATTEMPTS {
         let bus_port = free_port()?.to_string();
         let mut node_args = vec!["--cluster-port", &bus_port];
         node_args.extend_from_slice(args);
-        match RedisServer::start_with_args(&node_args) {
+        match RedisServer::start_protected(&node_args, protection) {
             Ok(node) => return Ok(node),
             Err(e) => last_error = Some(e),
         }
@@ -595,10 +659,22 @@ fn run_to_end(program: &Path, args: &[&str], log: &Path, limit: Duration) -> io:
     }
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    // The password after `--pass` stays out of the message.
+    let shown: Vec<&str> = args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            if i > 0 && args[i - 1] == "--pass" {
+                "***"
+            } else {
+                arg
+            }
+        })
+        .collect();
     Err(io::Error::other(format!(
         "{} {} exited with {status}: {}",
         program.display(),
-        args.join(" "),
+        shown.join(" "),
         tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
     )))
 }

@@ -5,6 +5,12 @@
 //! Every integration test of the project starts its own server(s) through this crate;
 //! none touches the system Redis on port 6379.
 //!
+//! Clusters and Sentinel groups can run protected, as production ones do: TLS only on
+//! every port ([`ClusterBuilder::tls`], [`SentinelBuilder::tls`], with certificates made
+//! for the test) and ACL users with the default user off ([`ClusterBuilder::acl_user`],
+//! [`SentinelBuilder::acl_user`], [`SentinelBuilder::sentinel_acl_user`]); their URLs then
+//! say `rediss+...://user:password@`, and the kit's own helpers log in as that user.
+//!
 //! The binary is `redis-server` from `PATH`, or the path in the `FERRISSON_REDIS_SERVER`
 //! environment variable; clusters are created with `redis-cli` (`FERRISSON_REDIS_CLI`).
 //!
@@ -21,6 +27,7 @@ mod cluster_view;
 mod memory;
 mod proxy;
 mod resp;
+mod secured;
 mod sentinel;
 mod server;
 mod slot;

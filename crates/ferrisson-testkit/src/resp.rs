@@ -112,13 +112,63 @@ pub(crate) fn text_of(node: &crate::RedisServer, command: &[&str]) -> Result<Str
         .ok_or_else(|| format!("port {port}: {} answered {reply:?}", command.join(" ")))
 }
 
-/// Sends one command to `127.0.0.1:port` over a fresh connection and reads its reply.
-pub(crate) fn query<A: AsRef<[u8]>>(port: u16, args: &[A]) -> io::Result<Reply> {
-    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
-    stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
-    stream.write_all(&encode(args))?;
-    read_reply(&mut BufReader::new(stream), 0)
+/// Where the kit reaches a server, and as whom.
+#[derive(Clone)]
+pub(crate) struct Access {
+    pub(crate) address: Address,
+    /// `AUTH user password` before each command, for servers whose default user is off.
+    pub(crate) auth: Option<(String, String)>,
+}
+
+/// A server's plain TCP port on 127.0.0.1, or its Unix socket (a server whose TCP port
+/// speaks TLS only).
+#[derive(Debug, Clone)]
+pub(crate) enum Address {
+    Tcp(u16),
+    Unix(std::path::PathBuf),
+}
+
+/// Sends one command over a fresh connection as `access` says (authenticating first when
+/// it has credentials) and reads its reply.
+pub(crate) fn query_at<A: AsRef<[u8]>>(access: &Access, args: &[A]) -> io::Result<Reply> {
+    match &access.address {
+        Address::Tcp(port) => {
+            let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, *port))?;
+            stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
+            stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+            exchange(stream, access.auth.as_ref(), args)
+        }
+        Address::Unix(path) => {
+            let stream = std::os::unix::net::UnixStream::connect(path)?;
+            stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
+            stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+            exchange(stream, access.auth.as_ref(), args)
+        }
+    }
+}
+
+fn exchange<S: io::Read + Write, A: AsRef<[u8]>>(
+    mut stream: S,
+    auth: Option<&(String, String)>,
+    args: &[A],
+) -> io::Result<Reply> {
+    let mut request = Vec::new();
+    if let Some((user, password)) = auth {
+        request.extend(encode(&["AUTH", user.as_str(), password.as_str()]));
+    }
+    request.extend(encode(args));
+    stream.write_all(&request)?;
+    let mut reader = BufReader::new(stream);
+    if auth.is_some() {
+        // The password is never part of the error: only the server's answer is.
+        if let Reply::Error(e) = read_reply(&mut reader, 0)? {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("AUTH refused: {e}"),
+            ));
+        }
+    }
+    read_reply(&mut reader, 0)
 }
 
 fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {

@@ -1,12 +1,14 @@
 //! A Redis Sentinel group owned by a test: a master, its replicas and the sentinels
 //! watching them, on free ports, killed and removed on drop.
 
+use std::fmt::Write as _;
 use std::io;
 use std::time::Duration;
 
 use crate::resp::{info_field, text_of};
+use crate::secured::{AclUser, Secured};
 use crate::wait::poll_until;
-use crate::{RedisServer, Reply};
+use crate::{ClientAuth, RedisServer, Reply, TestCertificates};
 
 /// How long the group may take to agree, at start and after a failover or a restart.
 const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
@@ -35,6 +37,8 @@ pub struct SentinelBuilder {
     down_after: Duration,
     failover_timeout: Duration,
     args: Vec<String>,
+    secured: Secured,
+    sentinel_user: Option<AclUser>,
 }
 
 impl Default for SentinelBuilder {
@@ -47,6 +51,8 @@ impl Default for SentinelBuilder {
             down_after: Duration::from_secs(2),
             failover_timeout: Duration::from_secs(5),
             args: Vec::new(),
+            secured: Secured::default(),
+            sentinel_user: None,
         }
     }
 }
@@ -96,6 +102,33 @@ impl SentinelBuilder {
         self
     }
 
+    /// Protects the master and the replicas with an ACL user `name` (every key, channel
+    /// and command) and switches their default user off; replicas log in to the master as
+    /// that user, and so do the sentinels and the kit. [`SentinelGroup::url`] then carries
+    /// `name:password@`.
+    pub fn acl_user(mut self, name: &str, password: &str) -> Self {
+        self.secured.user = Some(AclUser::new(name, password));
+        self
+    }
+
+    /// Protects the sentinels themselves with an ACL user `name` and switches their
+    /// default user off; sentinels log in to each other as that user, and so does the kit.
+    /// A client then needs these credentials to ask a sentinel for the master.
+    pub fn sentinel_acl_user(mut self, name: &str, password: &str) -> Self {
+        self.sentinel_user = Some(AclUser::new(name, password));
+        self
+    }
+
+    /// Makes fresh [`TestCertificates`] and runs every server and sentinel with TLS only:
+    /// its TCP port is a TLS port (`port 0`, `tls-port`), replication and the sentinels'
+    /// links use TLS, and with [`ClientAuth::Required`] clients must present a certificate
+    /// signed by the test CA. [`SentinelGroup::url`] is then a `rediss+sentinel://` URL;
+    /// the kit itself reaches each process on a Unix socket in its directory.
+    pub fn tls(mut self, client_auth: ClientAuth) -> Self {
+        self.secured.tls = Some(client_auth);
+        self
+    }
+
     /// Starts the master, the replicas (`--replicaof` the master) and the sentinels
     /// (`redis-server CONFIG --sentinel`), then waits until the group is settled (see
     /// [`SentinelGroup::wait_until_ok`]).
@@ -124,27 +157,51 @@ impl SentinelBuilder {
         }
         // A master waits for more replicas before a diskless full sync: 5 s by default,
         // which would delay every replica's first link.
+        let certificates = self.secured.certificates()?;
+        let tls_args = self.secured.tls_args(certificates.as_ref(), false)?;
+        let protection_args = [tls_args.clone(), self.secured.acl_args()].concat();
         let mut args = vec!["--repl-diskless-sync-delay", "0"];
+        args.extend(protection_args.iter().map(String::as_str));
         args.extend(self.args.iter().map(String::as_str));
-        let master = RedisServer::start_with_args(&args)?;
+        let protection = self.secured.protection(self.secured.user.as_ref());
+        let master = RedisServer::start_protected(&args, &protection)?;
         let master_port = master.port().to_string();
         let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
         replica_args.extend_from_slice(&args);
         let mut servers = vec![master];
         for _ in 0..self.replicas {
-            servers.push(RedisServer::start_with_args(&replica_args)?);
+            servers.push(RedisServer::start_protected(&replica_args, &protection)?);
         }
         let name = &self.master_name;
-        let config = format!(
+        let mut config = format!(
             "sentinel monitor {name} 127.0.0.1 {master_port} {quorum}\n\
              sentinel down-after-milliseconds {name} {}\n\
              sentinel failover-timeout {name} {}\n",
             self.down_after.as_millis().max(1),
             self.failover_timeout.as_millis().max(1),
         );
+        if let Some(user) = &self.secured.user {
+            let _ = write!(
+                config,
+                "sentinel auth-user {name} {}\nsentinel auth-pass {name} {}\n",
+                user.name, user.password
+            );
+        }
+        if let Some(user) = &self.sentinel_user {
+            config.push_str(&Secured::sentinel_user_config(user));
+            let _ = write!(
+                config,
+                "sentinel sentinel-user {}\nsentinel sentinel-pass {}\n",
+                user.name, user.password
+            );
+        }
+        let mut sentinel_args = vec!["--sentinel"];
+        sentinel_args.extend(tls_args.iter().map(String::as_str));
+        let sentinel_protection = self.secured.protection(self.sentinel_user.as_ref());
         let sentinels = (0..self.sentinels)
             .map(|_| {
-                let sentinel = RedisServer::start_with_config(&config, &["--sentinel"])?;
+                let sentinel =
+                    RedisServer::start_with_config(&config, &sentinel_args, &sentinel_protection)?;
                 speed_up(&sentinel)?;
                 Ok(sentinel)
             })
@@ -153,6 +210,8 @@ impl SentinelBuilder {
             name: self.master_name,
             servers,
             sentinels,
+            user: self.secured.user,
+            certificates,
         };
         group.wait_until_ok()?;
         Ok(group)
@@ -187,8 +246,13 @@ impl SentinelBuilder {
 #[derive(Debug)]
 pub struct SentinelGroup {
     name: String,
+    // Dropped before the certificates: the processes go before the files they read.
     servers: Vec<RedisServer>,
     sentinels: Vec<RedisServer>,
+    /// The data servers' ACL user, when the group has one.
+    user: Option<AclUser>,
+    /// The certificates of a TLS group.
+    certificates: Option<TestCertificates>,
 }
 
 impl SentinelGroup {
@@ -241,18 +305,36 @@ impl SentinelGroup {
             .collect()
     }
 
-    /// Every sentinel's `redis://127.0.0.1:PORT`.
+    /// Every sentinel's `redis://127.0.0.1:PORT` (see [`RedisServer::url`] for a
+    /// protected group's).
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
     }
 
-    /// `redis+sentinel://127.0.0.1:PORT,127.0.0.1:PORT,.../MASTER_NAME`.
+    /// `redis+sentinel://127.0.0.1:PORT,127.0.0.1:PORT,.../MASTER_NAME`; for a TLS group
+    /// `rediss+sentinel://`, and with the data servers' `name:password@` when they have
+    /// an ACL user (the sentinels' own user is not in the URL).
     pub fn url(&self) -> String {
+        let scheme = if self.certificates.is_some() {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        let userinfo = self
+            .user
+            .as_ref()
+            .map(AclUser::userinfo)
+            .unwrap_or_default();
         format!(
-            "redis+sentinel://{}/{}",
+            "{scheme}://{userinfo}{}/{}",
             self.sentinel_addrs().join(","),
             self.name
         )
+    }
+
+    /// The certificates of a group started with [`SentinelBuilder::tls`].
+    pub fn certificates(&self) -> Option<&TestCertificates> {
+        self.certificates.as_ref()
     }
 
     /// The number of the server the first running sentinel names as master.

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use crate::ClockShift;
-use crate::resp::{self, Reply};
+use crate::resp::{self, Access, Address, Reply};
 
 /// How long a fresh server may take to answer its first `PING`.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
@@ -40,6 +40,18 @@ pub struct RedisServer {
     config_file: Option<PathBuf>,
     child: Option<Child>,
     paused: AtomicBool,
+    protection: Protection,
+}
+
+/// How a server of a protected group is reached: TLS only on its TCP port (the kit then
+/// talks to it on a Unix socket in its directory), and an ACL user the kit logs in as.
+#[derive(Clone, Default)]
+pub(crate) struct Protection {
+    /// The TCP port speaks TLS only (`port 0`, `tls-port PORT`); the TLS files and
+    /// settings come with the server's arguments.
+    pub(crate) tls: bool,
+    /// The user and password the kit authenticates as.
+    pub(crate) auth: Option<(String, String)>,
 }
 
 impl RedisServer {
@@ -75,18 +87,28 @@ impl RedisServer {
 
     /// Starts a server from a configuration file with `config` as its first content,
     /// then `args` (a sentinel: `config` monitors a master, `args` is `["--sentinel"]`).
-    pub(crate) fn start_with_config(config: &str, args: &[&str]) -> io::Result<Self> {
-        Self::start_from(Some(config), args, Vec::new())
+    pub(crate) fn start_with_config(
+        config: &str,
+        args: &[&str],
+        protection: &Protection,
+    ) -> io::Result<Self> {
+        Self::start_from(Some(config), args, Vec::new(), protection)
+    }
+
+    /// Starts a server of a protected group (see [`Protection`]).
+    pub(crate) fn start_protected(args: &[&str], protection: &Protection) -> io::Result<Self> {
+        Self::start_from(None, args, Vec::new(), protection)
     }
 
     fn start_with_env(args: &[&str], env: Vec<(OsString, OsString)>) -> io::Result<Self> {
-        Self::start_from(None, args, env)
+        Self::start_from(None, args, env, &Protection::default())
     }
 
     fn start_from(
         config: Option<&str>,
         args: &[&str],
         env: Vec<(OsString, OsString)>,
+        protection: &Protection,
     ) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("ferrisson-redis-")
@@ -103,7 +125,15 @@ impl RedisServer {
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port()?;
-            match spawn_and_wait(port, dir.path(), config_file.as_deref(), &extra_args, &env) {
+            let spawn = Spawn {
+                port,
+                dir: dir.path(),
+                config_file: config_file.as_deref(),
+                extra_args: &extra_args,
+                env: &env,
+                protection,
+            };
+            match spawn.run() {
                 Ok(child) => {
                     return Ok(Self {
                         port,
@@ -113,6 +143,7 @@ impl RedisServer {
                         config_file,
                         child: Some(child),
                         paused: AtomicBool::new(false),
+                        protection: protection.clone(),
                     });
                 }
                 Err(e) => last_error = Some(e),
@@ -121,14 +152,29 @@ impl RedisServer {
         Err(last_error.unwrap_or_else(|| io::Error::other("no free port")))
     }
 
-    /// The server's TCP port on 127.0.0.1.
+    /// The server's TCP port on 127.0.0.1 (its TLS port when it speaks TLS only).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`; for a server of a protected group, `rediss://` when its
+    /// port speaks TLS only and `user:password@` when it has an ACL user.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.protection.tls {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let credentials = match &self.protection.auth {
+            Some((user, password)) => format!("{user}:{password}@"),
+            None => String::new(),
+        };
+        format!("{scheme}://{credentials}127.0.0.1:{}", self.port)
+    }
+
+    /// Whether the server's TCP port speaks TLS only (a server of a TLS group).
+    pub fn is_tls(&self) -> bool {
+        self.protection.tls
     }
 
     /// The server's private data directory.
@@ -197,14 +243,15 @@ impl RedisServer {
         self.kill()?;
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
-            let config_file = self.config_file.as_deref();
-            match spawn_and_wait(
-                self.port,
-                self.dir(),
-                config_file,
-                &self.extra_args,
-                &self.env,
-            ) {
+            let spawn = Spawn {
+                port: self.port,
+                dir: self.dir.path(),
+                config_file: self.config_file.as_deref(),
+                extra_args: &self.extra_args,
+                env: &self.env,
+                protection: &self.protection,
+            };
+            match spawn.run() {
                 Ok(child) => {
                     self.child = Some(child);
                     return Ok(());
@@ -232,11 +279,15 @@ impl RedisServer {
 
     /// Sends one command over a fresh connection and returns the whole reply.
     ///
+    /// A server of a protected group is asked on its Unix socket when its TCP port speaks
+    /// TLS only, and as the group's ACL user.
+    ///
     /// # Errors
     ///
-    /// When the server cannot be reached or does not reply within 5 seconds.
+    /// When the server cannot be reached, refuses the kit's credentials, or does not
+    /// reply within 5 seconds.
     pub fn query<A: AsRef<[u8]>>(&self, args: &[A]) -> io::Result<Reply> {
-        resp::query(self.port, args)
+        resp::query_at(&access(self.dir.path(), self.port, &self.protection), args)
     }
 
     /// `used_memory` from `INFO memory`, in bytes.
@@ -272,58 +323,111 @@ pub(crate) fn free_port() -> io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn spawn_and_wait(
+impl std::fmt::Debug for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protection")
+            .field("tls", &self.tls)
+            .field("user", &self.auth.as_ref().map(|(user, _)| user))
+            .finish()
+    }
+}
+
+/// Where the kit reaches a server started with `protection`.
+fn access(dir: &Path, port: u16, protection: &Protection) -> Access {
+    Access {
+        address: if protection.tls {
+            Address::Unix(socket_path(dir))
+        } else {
+            Address::Tcp(port)
+        },
+        auth: protection.auth.clone(),
+    }
+}
+
+fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("redis.sock")
+}
+
+/// One start of a `redis-server` process.
+struct Spawn<'a> {
     port: u16,
-    dir: &Path,
-    config_file: Option<&Path>,
-    extra_args: &[String],
-    env: &[(OsString, OsString)],
-) -> io::Result<Child> {
-    let binary = redis_server_binary();
-    let mut child = Command::new(&binary)
-        .args(config_file)
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--logfile", "redis.log", "--daemonize", "no"])
-        .args(extra_args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot run {} ({e}); install redis-server or set FERRISSON_REDIS_SERVER",
-                    binary.display()
-                ),
-            )
-        })?;
-    let deadline = Instant::now() + STARTUP_DEADLINE;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-            let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
-            return Err(io::Error::other(format!(
-                "redis-server on port {port} exited with {status}: {tail}"
-            )));
+    dir: &'a Path,
+    config_file: Option<&'a Path>,
+    extra_args: &'a [String],
+    env: &'a [(OsString, OsString)],
+    protection: &'a Protection,
+}
+
+impl Spawn<'_> {
+    fn run(&self) -> io::Result<Child> {
+        let Self {
+            port,
+            dir,
+            config_file,
+            extra_args,
+            env,
+            protection,
+        } = *self;
+        let ports: Vec<OsString> = if protection.tls {
+            vec![
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string().into(),
+                "--unixsocket".into(),
+                socket_path(dir).into(),
+                "--unixsocketperm".into(),
+                "700".into(),
+            ]
+        } else {
+            vec!["--port".into(), port.to_string().into()]
+        };
+        let access = access(dir, port, protection);
+        let binary = redis_server_binary();
+        let mut child = Command::new(&binary)
+            .args(config_file)
+            .args(&ports)
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--logfile", "redis.log", "--daemonize", "no"])
+            .args(extra_args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot run {} ({e}); install redis-server or set FERRISSON_REDIS_SERVER",
+                        binary.display()
+                    ),
+                )
+            })?;
+        let deadline = Instant::now() + STARTUP_DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+                let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+                return Err(io::Error::other(format!(
+                    "redis-server on port {port} exited with {status}: {tail}"
+                )));
+            }
+            if resp::query_at(&access, &["PING"]).is_ok_and(|reply| reply.text() == Some("PONG")) {
+                return Ok(child);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("redis-server on port {port} did not answer PING"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if resp::query(port, &["PING"]).is_ok_and(|reply| reply.text() == Some("PONG")) {
-            return Ok(child);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("redis-server on port {port} did not answer PING"),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

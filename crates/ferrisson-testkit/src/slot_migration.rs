@@ -136,8 +136,17 @@ impl SlotMigration<'_> {
             b"",
             b"0",
             MIGRATE_TIMEOUT_MS.as_bytes(),
-            b"KEYS",
         ];
+        // The source logs in to the target as the cluster's user (TLS it uses by itself,
+        // as for the cluster bus).
+        if let Some(user) = self.cluster.acl_user() {
+            command.extend([
+                b"AUTH2".as_slice(),
+                user.name.as_bytes(),
+                user.password.as_bytes(),
+            ]);
+        }
+        command.push(b"KEYS");
         command.extend(keys.iter().map(AsRef::as_ref));
         match self.cluster.running(self.source)?.query(&command)? {
             Reply::Status(status) if status == "OK" || status == "NOKEY" => Ok(()),

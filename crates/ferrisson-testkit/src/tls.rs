@@ -111,11 +111,11 @@ impl TestCertificates {
         self.dir.path().join("client.key")
     }
 
-    fn server_path(&self) -> PathBuf {
+    pub(crate) fn server_path(&self) -> PathBuf {
         self.dir.path().join("server.pem")
     }
 
-    fn server_key_path(&self) -> PathBuf {
+    pub(crate) fn server_key_path(&self) -> PathBuf {
         self.dir.path().join("server.key")
     }
 }
@@ -267,7 +267,7 @@ impl TlsRedisServer {
     }
 }
 
-fn path_arg(path: &Path) -> io::Result<String> {
+pub(crate) fn path_arg(path: &Path) -> io::Result<String> {
     path.to_str()
         .map(str::to_owned)
         .ok_or_else(|| io::Error::other(format!("{} is not UTF-8", path.display())))

@@ -239,18 +239,30 @@ impl ClientBuilder {
         self
     }
 
-    /// TLS settings for a `rediss://` URL: the CA to verify the server with, a client
-    /// certificate, or the insecure mode. Refused at connect with a `redis://` URL.
+    /// TLS settings for a `rediss://`, `rediss+sentinel://` or `rediss+cluster://` URL:
+    /// the CA to verify the servers with, a client certificate, or the insecure mode.
+    /// Behind Sentinel they serve the sentinels and the master they name; on a cluster,
+    /// every node, the ones the client discovers included. Refused at connect with a
+    /// plain URL.
     ///
     /// ```no_run
-    /// # async fn demo(ca_pem: Vec<u8>) -> ferrisson::Result<()> {
+    /// # async fn demo(ca_pem: Vec<u8>, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> ferrisson::Result<()> {
     /// use ferrisson::{Client, TlsConfig};
     ///
     /// let client = Client::builder("rediss://127.0.0.1:6380")
-    ///     .tls(TlsConfig::new().ca_certificates(ca_pem))
+    ///     .tls(TlsConfig::new().ca_certificates(ca_pem.clone()))
     ///     .connect()
     ///     .await?;
-    /// # let _ = client; Ok(()) }
+    ///
+    /// // A cluster with TLS only, client certificates and an ACL user.
+    /// let tls = TlsConfig::new()
+    ///     .ca_certificates(ca_pem)
+    ///     .client_certificate(cert_pem, key_pem);
+    /// let cluster = Client::builder("rediss+cluster://locker:secret@10.0.0.1:6380,10.0.0.2:6380")
+    ///     .tls(tls)
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = (client, cluster); Ok(()) }
     /// ```
     pub fn tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
@@ -285,17 +297,27 @@ impl ClientBuilder {
         self
     }
 
-    /// Credentials for the sentinels of a `redis+sentinel://` URL, when they require
-    /// authentication (the URL's credentials are the master's). Without it, sentinels are
-    /// asked without credentials.
+    /// Credentials for the sentinels of a `redis+sentinel://` or `rediss+sentinel://` URL,
+    /// when they require authentication (`requirepass` or an ACL user on the sentinels;
+    /// the URL's credentials are the master's). Without it, sentinels are asked without
+    /// credentials.
     ///
     /// ```no_run
-    /// # async fn demo() -> ferrisson::Result<()> {
+    /// # async fn demo(tls: ferrisson::TlsConfig) -> ferrisson::Result<()> {
     /// let client = ferrisson::Client::builder("redis+sentinel://:data-pw@10.0.0.1,10.0.0.2,10.0.0.3/shop")
     ///     .sentinel_credentials(None, "sentinel-pw")
     ///     .connect()
     ///     .await?;
-    /// # let _ = client; Ok(()) }
+    ///
+    /// // TLS to the sentinels and the master, an ACL user on each.
+    /// let secured = ferrisson::Client::builder(
+    ///     "rediss+sentinel://locker:secret@10.0.0.1:26380,10.0.0.2:26380,10.0.0.3:26380/shop",
+    /// )
+    /// .tls(tls)
+    /// .sentinel_credentials(Some("watcher"), "sentinel-secret")
+    /// .connect()
+    /// .await?;
+    /// # let _ = (client, secured); Ok(()) }
     /// ```
     pub fn sentinel_credentials(
         mut self,
@@ -350,26 +372,7 @@ impl ClientBuilder {
     /// [`Error::UnsupportedServer`] when it is older than Redis 7.0.
     pub async fn connect(self) -> Result<Client> {
         let redacted_url = redact_url(&self.url);
-        validate_lease(self.watchdog_lease)?;
-        validate_namespace(&self.namespace)?;
-        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
-            return Err(Error::invalid("timeouts must be greater than zero"));
-        }
-        if let Some(acks) = self.replica_acks {
-            if acks.replicas == 0 {
-                return Err(Error::invalid(
-                    "replica acknowledgements need at least 1 replica",
-                ));
-            }
-            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
-                return Err(Error::invalid(format!(
-                    "the replica acknowledgement timeout must be above zero and at most a third \
-                     of the watchdog lease ({:?}), got {:?}",
-                    self.watchdog_lease / 3,
-                    acks.timeout
-                )));
-            }
-        }
+        self.validate()?;
         let connect_error = |cause| Error::Connect {
             url: redacted_url.clone(),
             cause,
@@ -381,10 +384,19 @@ impl ClientBuilder {
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(self.reconnect_retries)
             .set_automatic_resubscription();
-        let connection = match Endpoint::parse(&self.url)? {
+        let endpoint = Endpoint::parse(&self.url)?;
+        // A timeout says how long, and for TLS the likeliest cause.
+        let no_answer = NoAnswer {
+            // redis-rs asks the sentinels with its own timeout, not this one.
+            timeout: (!matches!(endpoint, Endpoint::Sentinel { .. }))
+                .then_some(self.connect_timeout),
+            tls: endpoint.is_tls(),
+        };
+        let connect_error = |cause: redis::RedisError| connect_error(no_answer.explain(cause));
+        let connection = match endpoint {
             Endpoint::Single(info) => {
                 let redis_client = self.single_client(info)?;
-                self.first_attempt(&redis_client).await?;
+                self.first_attempt(&redis_client, no_answer).await?;
                 let mut conn = ConnectionManager::new_with_config(
                     redis_client,
                     config.set_push_sender(push_handler),
@@ -454,6 +466,32 @@ impl ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// Refuses settings no connect could use: a bad lease, namespace, timeout or replica
+    /// acknowledgement.
+    fn validate(&self) -> Result<()> {
+        validate_lease(self.watchdog_lease)?;
+        validate_namespace(&self.namespace)?;
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err(Error::invalid("timeouts must be greater than zero"));
+        }
+        if let Some(acks) = self.replica_acks {
+            if acks.replicas == 0 {
+                return Err(Error::invalid(
+                    "replica acknowledgements need at least 1 replica",
+                ));
+            }
+            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
+                return Err(Error::invalid(format!(
+                    "the replica acknowledgement timeout must be above zero and at most a third \
+                     of the watchdog lease ({:?}), got {:?}",
+                    self.watchdog_lease / 3,
+                    acks.timeout
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The redis-rs client for one server and the TLS settings, RESP3.
     fn single_client(&self, info: ConnectionInfo) -> Result<redis::Client> {
         let settings = info
@@ -478,7 +516,7 @@ impl ClientBuilder {
 
     /// One connection attempt bounded by the connect timeout, so that a refused port or a
     /// wrong certificate fails at once: the connection manager would retry with backoff.
-    async fn first_attempt(&self, redis_client: &redis::Client) -> Result<()> {
+    async fn first_attempt(&self, redis_client: &redis::Client, no_answer: NoAnswer) -> Result<()> {
         let first_attempt = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
@@ -490,21 +528,59 @@ impl ClientBuilder {
                 drop(connection);
                 Ok(())
             }
-            Err(e) if e.is_timeout() => Err(Error::Connect {
-                url: redact_url(&self.url),
-                cause: redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!(
-                        "no answer within the connect timeout ({:?})",
-                        self.connect_timeout
-                    ),
-                )),
-            }),
             Err(e) => Err(Error::Connect {
                 url: redact_url(&self.url),
-                cause: e,
+                cause: no_answer.explain(e),
             }),
         }
+    }
+}
+
+/// What a failed connect reports beyond redis-rs's words: how long a timeout waited and,
+/// for TLS, the likeliest cause (a port that does not speak TLS never answers the
+/// handshake); for a plain connection that was reset, that a TLS port does that.
+#[derive(Clone, Copy)]
+struct NoAnswer {
+    /// The timeout that ran out, when it is the connect timeout.
+    timeout: Option<Duration>,
+    tls: bool,
+}
+
+impl NoAnswer {
+    /// `cause`, or for a timeout an error that says the above.
+    fn explain(self, cause: redis::RedisError) -> redis::RedisError {
+        // redis-rs's cluster client reports its seeds' timeouts as text only.
+        let timed_out = cause.is_timeout()
+            || cause.kind() == redis::ErrorKind::Io
+                && cause.detail().is_some_and(|detail| detail == "timed out");
+        if !timed_out {
+            // A TLS port resets a connection that does not start with a TLS handshake.
+            // (The cluster client reports it as text only.)
+            let reason = redis_reason(&cause);
+            if !self.tls && reason.to_lowercase().contains("connection reset by peer") {
+                return redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    format!(
+                        "{reason}; a server that speaks TLS on this port resets plain \
+                         connections (rediss://, rediss+sentinel:// and rediss+cluster:// ask for TLS)"
+                    ),
+                ));
+            }
+            return cause;
+        }
+        let hint = if self.tls {
+            "; a TLS handshake gets no answer from a port that does not speak TLS"
+        } else {
+            ""
+        };
+        let waited = match self.timeout {
+            Some(timeout) => format!("within the connect timeout ({timeout:?})"),
+            None => "in time".to_owned(),
+        };
+        redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer {waited}{hint}"),
+        ))
     }
 }
 

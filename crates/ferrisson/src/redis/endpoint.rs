@@ -10,9 +10,11 @@
 //!                                                       seed nodes (default port 6379)
 //! ```
 //!
-//! `rediss+sentinel://` and `rediss+cluster://` use TLS to every server. The credentials
-//! are those of the data servers (the master and its replicas, the cluster's nodes);
-//! sentinels are asked without credentials unless
+//! `rediss+sentinel://` and `rediss+cluster://` use TLS to every server (sentinels,
+//! masters, discovered cluster nodes), with the settings of
+//! [`ClientBuilder::tls`](crate::ClientBuilder::tls). The credentials (percent-encoded
+//! where a URL needs it) are those of the data servers (the master and its replicas, the
+//! cluster's nodes); sentinels are asked without credentials unless
 //! [`ClientBuilder::sentinel_credentials`](crate::ClientBuilder::sentinel_credentials)
 //! gives some.
 
@@ -126,6 +128,17 @@ impl Endpoint {
                 })
             }
         }
+    }
+}
+
+impl Endpoint {
+    /// Whether the URL asks for TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        let info = match self {
+            Self::Single(info) | Self::Sentinel { data: info, .. } => Some(info),
+            Self::Cluster { seeds } => seeds.first(),
+        };
+        info.is_some_and(|info| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }))
     }
 }
 

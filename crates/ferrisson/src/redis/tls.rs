@@ -11,9 +11,11 @@ use crate::api::error::{Error, Result};
 
 /// How a client checks a TLS server and proves itself to it.
 ///
-/// Used with a `rediss://` URL through [`ClientBuilder::tls`](crate::ClientBuilder::tls).
-/// Without it, a `rediss://` client trusts the system's root certificates and presents
-/// no certificate of its own. PEM data is taken as bytes, so it can come from a file,
+/// Used with a `rediss://`, `rediss+sentinel://` or `rediss+cluster://` URL through
+/// [`ClientBuilder::tls`](crate::ClientBuilder::tls): the same settings serve every
+/// server of the topology (the sentinels and the master they name; every cluster node,
+/// discovered ones included). Without it, a TLS client trusts the system's root
+/// certificates and presents no certificate of its own. PEM data is taken as bytes, so it can come from a file,
 /// an environment variable or a secret store; it is checked when the client connects.
 ///
 /// Debug output names which settings are present, never their contents.
@@ -84,6 +86,10 @@ impl TlsConfig {
     /// encrypted but anyone between the client and the server can read and change it.
     /// Meant for tests and first trials against a self-signed server, never for
     /// production. The URL fragment `rediss://host:port/#insecure` does the same.
+    ///
+    /// Behind Sentinel, redis-rs's sentinel client then presents no client certificate to
+    /// the master (it does to the sentinels): a master with `tls-auth-clients yes`
+    /// refuses the connection. Give the CA with [`TlsConfig::ca_certificates`] instead.
     pub fn danger_accept_invalid_certificates(mut self, accept: bool) -> Self {
         self.accept_invalid_certificates = accept;
         self

@@ -74,31 +74,47 @@ impl ClusterNodes {
         if let Some(password) = settings.password() {
             builder = builder.password(password);
         }
-        let certificates = match (template.addr(), tls) {
-            (ConnectionAddr::TcpTls { insecure, .. }, tls) => {
+        let (template, certificates) = match (template.addr().clone(), tls) {
+            (
+                ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure,
+                    tls_params,
+                },
+                tls,
+            ) => {
                 crate::redis::tls::install_crypto_provider();
-                let insecure =
-                    *insecure || tls.is_some_and(TlsConfig::accepts_invalid_certificates);
+                let insecure = insecure || tls.is_some_and(TlsConfig::accepts_invalid_certificates);
+                // The subscription connections are made from the template: they must
+                // accept what the command connections accept.
+                let template = template.set_addr(ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure,
+                    tls_params,
+                });
                 builder = builder.tls(if insecure {
                     redis::TlsMode::Insecure
                 } else {
                     redis::TlsMode::Secure
                 });
-                match tls {
+                let certificates = match tls {
                     Some(tls) => {
                         let certificates = tls.certificates()?;
                         builder = builder.certs(certificates.clone());
                         Some(certificates)
                     }
                     None => None,
-                }
+                };
+                (template, certificates)
             }
             (_, Some(_)) => {
                 return Err(Error::invalid(
                     "tls settings need a rediss+cluster:// url (the url asks for plain connections)",
                 ));
             }
-            (_, None) => None,
+            (_, None) => (template, None),
         };
         let client = builder
             .build()

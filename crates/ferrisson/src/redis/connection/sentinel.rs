@@ -32,11 +32,19 @@ pub(crate) struct SentinelCredentials {
 /// `Send` checks, deep enough to overflow them in a caller's crate.
 trait FindMaster: Send {
     fn find(&mut self) -> BoxFuture<'_, redis::RedisResult<redis::Client>>;
+
+    /// Logs in to a sentinel and asks its `ROLE`, nothing more: tells whether the
+    /// sentinels take the client's credentials.
+    fn probe_sentinels(&mut self) -> BoxFuture<'_, redis::RedisResult<()>>;
 }
 
 impl FindMaster for SentinelClient {
     fn find(&mut self) -> BoxFuture<'_, redis::RedisResult<redis::Client>> {
         Box::pin(self.async_get_client())
+    }
+
+    fn probe_sentinels(&mut self) -> BoxFuture<'_, redis::RedisResult<()>> {
+        Box::pin(async move { self.async_get_sentinel_client().await.map(drop) })
     }
 }
 
@@ -106,7 +114,13 @@ impl SentinelMaster {
         let mut sentinel = builder
             .build()
             .map_err(|e| Error::invalid(format!("sentinel settings: {e}")))?;
-        let (manager, address) = resolve(&mut sentinel, &config, &push).await?;
+        let (manager, address) = match resolve(&mut sentinel, &config, &push).await {
+            Ok(found) => found,
+            Err(Error::Redis(cause)) if is_login_refused(&cause) => {
+                return Err(Error::Redis(name_who_refused(&mut sentinel, &cause).await));
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             sentinels: Mutex::new(Box::new(sentinel)),
             current: RwLock::new(Current { manager, address }),
@@ -154,6 +168,38 @@ impl SentinelMaster {
             .address
             .clone()
     }
+}
+
+/// Whether a server refused the client's login (wrong or missing credentials).
+fn is_login_refused(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// `cause` (a refused login), saying whether the sentinels or the master refused it, and
+/// so which credentials to fix: redis-rs reports both the same way.
+async fn name_who_refused(
+    sentinel: &mut dyn FindMaster,
+    cause: &redis::RedisError,
+) -> redis::RedisError {
+    let reason = crate::api::error::redis_reason(cause);
+    let (who, whose) = match sentinel.probe_sentinels().await {
+        Err(e) if is_login_refused(&e) => (
+            "the sentinels refused the login",
+            "their credentials are ClientBuilder::sentinel_credentials",
+        ),
+        Ok(()) => (
+            "the master refused the login",
+            "its credentials are the url's",
+        ),
+        // Unknown: the cause as it was.
+        Err(_) => return redis::RedisError::from((cause.kind(), "login refused", reason)),
+    };
+    redis::RedisError::from((
+        redis::ErrorKind::AuthenticationFailed,
+        who,
+        format!("{reason} ({whose})"),
+    ))
 }
 
 /// The master's address from the sentinels, and a connection to it.
