@@ -35,19 +35,22 @@
 //! `--subject NAME --pairs N [--tasks T]` sets up `NAME` (one of the names above), runs
 //! the warm-up, then `N` pairs (spread over `T` tasks on `T` keys, default 1) and exits.
 //! Instructions per pair are `(Ir(2N) - Ir(N)) / N` of two such runs, the client process
-//! only (valgrind does not follow the redis-server it starts):
+//! only (valgrind does not follow the redis-server it starts). `--current-thread` runs
+//! everything on a current-thread runtime instead of the 2-worker one: under callgrind the
+//! 2-worker runtime's idle workers spin and park a varying number of times (two runs of
+//! the same build differ by up to 5% per pair), one thread repeats to within about 1%.
 //!
 //! ```text
 //! cargo bench -p ferrisson --bench pair_cost --no-run   # prints the executable
 //! BIN=target/release/deps/pair_cost-<hash>
-//! valgrind --tool=callgrind --callgrind-out-file=/tmp/pc.lock.1000 $BIN --subject lock --pairs 1000
-//! valgrind --tool=callgrind --callgrind-out-file=/tmp/pc.lock.2000 $BIN --subject lock --pairs 2000
-//! # Ir per pair = (total of the second - total of the first) / 1000; the totals are the
-//! # "summary:" line of each file, or: callgrind_annotate /tmp/pc.lock.2000 | head
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/pc.lock.2000 $BIN --current-thread --subject lock --pairs 2000
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/pc.lock.4000 $BIN --current-thread --subject lock --pairs 4000
+//! # Ir per pair = (total of the second - total of the first) / 2000; the totals are the
+//! # "summary:" line of each file, or: callgrind_annotate /tmp/pc.lock.4000 | head
 //! ```
 //!
 //! `scripts/pair-cost-callgrind.sh` runs both for every subject and prints the table.
-//! Per function: `callgrind_annotate --inclusive=yes /tmp/pc.lock.2000`, or the difference
+//! Per function: `callgrind_annotate --inclusive=yes /tmp/pc.lock.4000`, or the difference
 //! of two runs' self costs to see where a pair's instructions go.
 
 mod common;
@@ -297,10 +300,16 @@ fn main() -> anyhow::Result<()> {
             .map_err(|_| anyhow::anyhow!("a recorder was installed already"))?;
         println!("(a no-op metrics recorder is installed)\n");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = if std::env::args().any(|a| a == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+    };
     let deployment = Deployment::start(Topology::Single)?;
     runtime.block_on(async {
         let peers = Peers {
