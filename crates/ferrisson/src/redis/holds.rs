@@ -256,13 +256,71 @@ impl Hold {
 }
 
 /// Every live hold of the client, by lock key.
+///
+/// Keyed by the holds' own [`Keys`] (a shared name, cloned without allocating) and
+/// holding the first hold of a key inline, so that recording a hold and forgetting it
+/// allocate nothing once the map has grown to the number of locks held at once.
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_key: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+    by_key: Mutex<HashMap<MainKey, KeyHolds>>,
+}
+
+/// A lock's [`Keys`] as a map key: hashed and compared by the main key, so that the map
+/// can be searched with a `&str`.
+struct MainKey(Keys);
+
+impl std::hash::Hash for MainKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.main().hash(state);
+    }
+}
+
+impl PartialEq for MainKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.main() == other.0.main()
+    }
+}
+
+impl Eq for MainKey {}
+
+impl std::borrow::Borrow<str> for MainKey {
+    fn borrow(&self) -> &str {
+        self.0.main()
+    }
+}
+
+/// The holds of one key: almost always one (one owner per lock), more only for explicit
+/// owners sharing a lock or a read-write lock's readers.
+struct KeyHolds {
+    first: Arc<Hold>,
+    more: Vec<Arc<Hold>>,
+}
+
+impl KeyHolds {
+    fn iter(&self) -> impl Iterator<Item = &Arc<Hold>> {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    /// Forgets `hold`, keeping the others in the order they came; false when none is left.
+    fn remove(&mut self, hold: &Arc<Hold>) -> bool {
+        if Arc::ptr_eq(&self.first, hold) {
+            if self.more.is_empty() {
+                return false;
+            }
+            self.first = self.more.remove(0);
+        } else {
+            self.more.retain(|h| !Arc::ptr_eq(h, hold));
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        1 + self.more.len()
+    }
 }
 
 impl Holds {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Hold>>>> {
+    fn map(&self) -> MutexGuard<'_, HashMap<MainKey, KeyHolds>> {
         self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -287,13 +345,29 @@ impl Holds {
     /// one (re-entry), else `hold` itself. Returns the hold the guard belongs to.
     pub(crate) fn attach(&self, hold: Hold) -> Arc<Hold> {
         let mut map = self.map();
-        let holds = map.entry(hold.key().to_owned()).or_default();
-        let hold = match holds.iter().find(|h| h.owner == hold.owner && h.is_held()) {
-            Some(existing) => Arc::clone(existing),
+        let hold = match map.get_mut(hold.key()) {
+            Some(holds) => {
+                let existing = holds
+                    .iter()
+                    .find(|h| h.owner == hold.owner && h.is_held())
+                    .cloned();
+                existing.unwrap_or_else(|| {
+                    let hold = Arc::new(hold);
+                    hold.meter.start();
+                    holds.more.push(Arc::clone(&hold));
+                    hold
+                })
+            }
             None => {
                 let hold = Arc::new(hold);
                 hold.meter.start();
-                holds.push(Arc::clone(&hold));
+                map.insert(
+                    MainKey(hold.keys.clone()),
+                    KeyHolds {
+                        first: Arc::clone(&hold),
+                        more: Vec::new(),
+                    },
+                );
                 hold
             }
         };
@@ -321,18 +395,17 @@ impl Holds {
             return false;
         }
         hold.stop_renewing();
-        if let Some(holds) = map.get_mut(hold.key()) {
-            holds.retain(|h| !Arc::ptr_eq(h, hold));
-            if holds.is_empty() {
-                map.remove(hold.key());
-            }
+        if let Some(holds) = map.get_mut(hold.key())
+            && !holds.remove(hold)
+        {
+            map.remove(hold.key());
         }
         true
     }
 
     /// Number of live holds (for tests and inspection).
     pub(crate) fn len(&self) -> usize {
-        self.map().values().map(Vec::len).sum()
+        self.map().values().map(KeyHolds::len).sum()
     }
 }
 
