@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::api::fencing::FencingToken;
@@ -63,7 +63,11 @@ pub(crate) struct Hold {
     pub(crate) task: Option<TaskKey>,
     /// Which renewal script knows this hold's layout.
     pub(crate) renewal: Renewal,
-    validity: watch::Sender<Validity>,
+    /// Kept here rather than in a `watch` channel, whose shared state would be one more
+    /// allocation per hold.
+    validity: Mutex<Validity>,
+    /// Woken when the hold is lost or its deadline moves earlier (see [`Hold::lost`]).
+    changed: Notify,
     /// Live guards of this hold in this client.
     guards: AtomicUsize,
     /// True while the watchdog must renew this hold.
@@ -90,10 +94,11 @@ impl Hold {
             token,
             task,
             renewal: Renewal::Lock,
-            validity: watch::Sender::new(Validity {
+            validity: Mutex::new(Validity {
                 deadline,
                 lost: false,
             }),
+            changed: Notify::new(),
             guards: AtomicUsize::new(0),
             renewing: AtomicBool::new(false),
             next_renewal: Mutex::new(deadline),
@@ -126,15 +131,19 @@ impl Hold {
         self
     }
 
+    fn validity_mut(&self) -> MutexGuard<'_, Validity> {
+        self.validity.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// True while the hold is not lost and its deadline has not passed.
     pub(crate) fn is_held(&self) -> bool {
-        let v = *self.validity.borrow();
+        let v = self.validity();
         !v.lost && Instant::now() < v.deadline
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).
     pub(crate) fn remaining(&self) -> Duration {
-        let v = *self.validity.borrow();
+        let v = self.validity();
         if v.lost {
             return Duration::ZERO;
         }
@@ -142,7 +151,7 @@ impl Hold {
     }
 
     pub(crate) fn validity(&self) -> Validity {
-        *self.validity.borrow()
+        *self.validity_mut()
     }
 
     /// Moves the deadline to `deadline` (a renewal or re-entry succeeded). A hold whose
@@ -150,24 +159,28 @@ impl Hold {
     ///
     /// A later deadline is stored without notifying: a task in [`Hold::lost`] wakes at
     /// the deadline it saw and reads the new one then. Notifying on every renewal cost
-    /// the watchdog 10–20% of its CPU (the watchdog cost in BENCHMARKS.md: the watch channel touches 8
-    /// `Notify`s, each behind a mutex, even with nobody waiting). An earlier deadline or
-    /// a loss notifies.
+    /// the watchdog 10–20% of its CPU (the watchdog cost in BENCHMARKS.md, when holds kept
+    /// their validity in a `watch` channel, which touches 8 `Notify`s, each behind a
+    /// mutex, even with nobody waiting). An earlier deadline or a loss notifies.
     pub(crate) fn extend(&self, deadline: Instant) {
         let now = Instant::now();
-        self.validity.send_if_modified(|v| {
+        let (notify, lost) = {
+            let mut v = self.validity_mut();
             if v.lost {
-                return false;
-            }
-            if now >= v.deadline {
+                (false, true)
+            } else if now >= v.deadline {
                 v.lost = true;
-                return true;
+                (true, true)
+            } else {
+                let earlier = deadline < v.deadline;
+                v.deadline = deadline;
+                (earlier, false)
             }
-            let earlier = deadline < v.deadline;
-            v.deadline = deadline;
-            earlier
-        });
-        if self.validity.borrow().lost {
+        };
+        if notify {
+            self.changed.notify_waiters();
+        }
+        if lost {
             self.renewing.store(false, Ordering::SeqCst);
             self.meter.end(true);
         }
@@ -176,11 +189,10 @@ impl Hold {
     /// Marks the hold lost: every guard's `lost()` resolves, `is_held()` turns false.
     pub(crate) fn mark_lost(&self) {
         self.renewing.store(false, Ordering::SeqCst);
-        self.validity.send_if_modified(|v| {
-            let changed = !v.lost;
-            v.lost = true;
-            changed
-        });
+        let changed = !std::mem::replace(&mut self.validity_mut().lost, true);
+        if changed {
+            self.changed.notify_waiters();
+        }
         self.meter.end(true);
     }
 
@@ -191,18 +203,17 @@ impl Hold {
     ///
     /// Cancel safe: it only observes.
     pub(crate) async fn lost(&self) {
-        let mut rx = self.validity.subscribe();
         loop {
-            let v = *rx.borrow_and_update();
+            // Listening before reading: a loss between the read and the wait still wakes.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let v = self.validity();
             if v.lost || Instant::now() >= v.deadline {
                 return;
             }
             tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
+                () = changed => {}
                 () = tokio::time::sleep_until(v.deadline) => {}
             }
         }
@@ -450,6 +461,17 @@ mod tests {
         waiter.await.expect("waiter");
         assert_eq!(start.elapsed(), Duration::from_secs(20));
         assert!(!hold.is_held());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_loss_wakes_lost_at_once() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(30)).await;
+        hold.mark_lost();
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert!(!hold.is_held());
+        assert_eq!(hold.remaining(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
