@@ -124,6 +124,7 @@ impl Connection {
                 });
             }
         }
+        evalsha.recycle();
         Ok(reply)
     }
 

@@ -21,10 +21,11 @@
 //!
 //! The shebang is why ferrisson needs Redis 7.0 (`Client::connect` checks the version).
 
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ParsingError, ToRedisArgs, Value};
+use redis::{Cmd, ParsingError, RedisWrite as _, ToRedisArgs, Value};
 
 use crate::api::error::Result;
 
@@ -176,10 +177,11 @@ impl LuaScript {
 /// argument, while a call's `fill` may add them in any order (a renewal alternates them).
 /// So `fill` runs three times over the same `Invocation`: once to count the keys and
 /// measure every part, once writing only the keys, once only the arguments. Filling is a
-/// handful of stack writes per call; the command then costs its two buffers (its bytes and
-/// its argument offsets), allocated once each, where gathering keys and arguments in
-/// buffers of their own and copying them over cost seven allocations and as many
-/// reallocations per call.
+/// handful of stack writes per call; the command's two buffers (its bytes and its
+/// argument offsets) are reserved once, at their final size, where gathering keys and
+/// arguments in buffers of their own and copying them over cost seven allocations and as
+/// many reallocations per call. The buffers themselves come from a call that finished on
+/// the same thread when there is one (see [`EvalSha::recycle`]).
 pub(crate) struct Invocation {
     pass: Pass,
     sizes: Sizes,
@@ -253,9 +255,10 @@ impl Invocation {
         let script = call.script();
         let count_digits = keys.checked_ilog10().map_or(1, |d| d as usize + 1);
         // EVALSHA, the hash, the key count, then every part.
-        invocation.cmd = Cmd::with_capacity(
-            3 + keys + args,
-            "EVALSHA".len() + script.hash.len() + count_digits + bytes,
+        let size = "EVALSHA".len() + script.hash.len() + count_digits + bytes;
+        invocation.cmd = spare_cmd();
+        invocation.cmd.reserve_space_for_args(
+            std::iter::once(size).chain(std::iter::repeat_n(0, 2 + keys + args)),
         );
         invocation
             .cmd
@@ -269,6 +272,7 @@ impl Invocation {
         EvalSha {
             cmd: invocation.cmd,
             keys,
+            size,
         }
     }
 
@@ -301,13 +305,51 @@ impl Invocation {
     }
 }
 
+/// Most commands one thread keeps for reuse.
+const SPARE_CMDS: usize = 4;
+/// Largest command kept for reuse, in bytes: a call of a batch (a renewal of a hundred
+/// holds) does not pin its large buffers to a thread.
+const SPARE_CMD_BYTES: usize = 1024;
+
+thread_local! {
+    /// Commands of finished calls, cleared, whose buffers the next calls on this thread
+    /// fill: a script call then allocates nothing of its own.
+    static SPARE: RefCell<Vec<Cmd>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty command, with the buffers of a finished call when this thread has one.
+fn spare_cmd() -> Cmd {
+    SPARE
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
 /// One script call as the command sent: `EVALSHA hash numkeys key... arg...`.
 pub(crate) struct EvalSha {
     cmd: Cmd,
     keys: usize,
+    /// The command's bytes.
+    size: usize,
 }
 
 impl EvalSha {
+    /// Hands the command's buffers to the next call on this thread (the call is over: its
+    /// reply is in). A command dropped instead (a call cancelled or failed) frees them.
+    pub(crate) fn recycle(mut self) {
+        if self.size > SPARE_CMD_BYTES {
+            return;
+        }
+        self.cmd.clear();
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_CMDS {
+                spare.push(self.cmd);
+            }
+        });
+    }
+
     pub(crate) fn cmd(&self) -> &Cmd {
         &self.cmd
     }
