@@ -10,7 +10,8 @@
 #   subjects  default: floor simple lock semaphore expirable fair
 #
 # Runs on a current-thread runtime (the bench's --current-thread), whose counts repeat
-# run to run; PAIR_COST_RUNTIME=multi runs the bench's 2-worker runtime instead.
+# to within about 1.5% (the 2-worker runtime's varied by up to 10% under callgrind);
+# PAIR_COST_RUNTIME=multi runs the bench's 2-worker runtime instead.
 # Environment: PAIR_COST_TASKS=T spreads the pairs over T tasks on T keys (default 1);
 # PAIR_COST_OUT=DIR keeps the callgrind files there (default /tmp/pair-cost-callgrind),
 # named callgrind.<subject>.<pairs>, for callgrind_annotate; PAIR_COST_BIN=PATH runs that

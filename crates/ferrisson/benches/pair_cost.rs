@@ -38,7 +38,8 @@
 //! only (valgrind does not follow the redis-server it starts). `--current-thread` runs
 //! everything on a current-thread runtime instead of the 2-worker one: under callgrind the
 //! 2-worker runtime's idle workers spin and park a varying number of times (two runs of
-//! the same build differ by up to 5% per pair), one thread repeats to within about 1%.
+//! the same build differed by up to 10% per pair), one thread repeats to within about
+//! 1.5% (how often the client finds a reply not there yet still depends on timing).
 //!
 //! ```text
 //! cargo bench -p ferrisson --bench pair_cost --no-run   # prints the executable
