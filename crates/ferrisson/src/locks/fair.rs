@@ -17,7 +17,7 @@ use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
-use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
+use crate::primitive::wait::{Attempt, Channel, acquire_with_wait, try_once};
 use crate::redis::client::Client;
 use crate::redis::holds::Renewal;
 use crate::redis::ids::OwnerId;
@@ -452,8 +452,11 @@ impl FairLock {
                 async move { lock.send_cancel(waiter).await }
             },
         );
-        let channel = format!("{}{waiter}", self.queue.channel_prefix);
-        let acquired = acquire_with_wait(&self.client, &self.probe, &channel, wait, || {
+        let channel = Channel::Own {
+            prefix: &self.queue.channel_prefix,
+            owner: waiter,
+        };
+        let acquired = acquire_with_wait(&self.client, &self.probe, channel, wait, || {
             self.attempt(waiter, FairMode::Queue, Some(&queued))
         })
         .await?;

@@ -431,7 +431,7 @@ impl Lock {
         acquire_with_registration(
             &self.client,
             &self.probe,
-            &self.wake.own,
+            self.wake.own.as_str().into(),
             wait,
             |registration| self.attempt(registration),
             Some(|others| self.withdraw(others)),

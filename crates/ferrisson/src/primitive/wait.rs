@@ -1,6 +1,8 @@
 //! The wait loop every blocking acquire shares: try, then wait for a release message or
 //! the holder's remaining TTL, whichever comes first, and try again.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::future::Future;
 use std::time::Duration;
 
@@ -11,12 +13,42 @@ use crate::api::error::Result;
 use crate::observe::acquire::{Grant, observe_acquire, observe_wait};
 use crate::observe::probe::Probe;
 use crate::redis::client::Client;
+use crate::redis::ids::OwnerId;
 use crate::redis::pubsub::Subscription;
 
 /// Wait used when the holder's key has no expiry (set by someone outside ferrisson).
 const NO_TTL_FALLBACK: Duration = Duration::from_secs(5);
 /// Shortest wait, so a key about to expire is not hammered.
 const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// The channel a waiter joins after a first refusal: one the primitive names, or the
+/// waiter's own, named by a prefix and the waiter's owner id. An own channel's name is
+/// built only when the waiter waits: the uncontended acquire formats nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Channel<'a> {
+    Named(&'a str),
+    Own { prefix: &'a str, owner: OwnerId },
+}
+
+impl<'a> From<&'a str> for Channel<'a> {
+    fn from(name: &'a str) -> Self {
+        Self::Named(name)
+    }
+}
+
+impl Channel<'_> {
+    fn name(&self) -> Cow<'_, str> {
+        match *self {
+            Self::Named(name) => Cow::Borrowed(name),
+            Self::Own { prefix, owner } => {
+                let mut name = String::with_capacity(prefix.len() + 32);
+                name.push_str(prefix);
+                let _ = write!(name, "{owner}");
+                Cow::Owned(name)
+            }
+        }
+    }
+}
 
 /// What one acquire attempt found.
 pub(crate) enum Attempt<G> {
@@ -89,10 +121,10 @@ pub(crate) fn try_once<'a, G: Grant + 'a>(
 /// # Cancel safety
 ///
 /// As cancel safe as `attempt`; the subscription is left when the future is dropped.
-pub(crate) async fn acquire_with_wait<G, F, Fut>(
+pub(crate) async fn acquire_with_wait<'c, G, F, Fut>(
     client: &Client,
     probe: &Probe,
-    channel: &str,
+    channel: impl Into<Channel<'c>>,
     wait: Option<Duration>,
     mut attempt: F,
 ) -> Result<Option<G>>
@@ -104,7 +136,7 @@ where
     acquire_with_registration(
         client,
         probe,
-        channel,
+        channel.into(),
         wait,
         |_: Registration| attempt(),
         None::<fn(usize)>,
@@ -141,7 +173,7 @@ pub(crate) enum Registration {
 pub(crate) async fn acquire_with_registration<G, F, Fut, L>(
     client: &Client,
     probe: &Probe,
-    channel: &str,
+    channel: Channel<'_>,
     wait: Option<Duration>,
     mut attempt: F,
     leave: Option<L>,
@@ -199,7 +231,7 @@ impl<L: FnOnce(usize)> Drop for Waiter<L> {
 /// The waiting part of [`acquire_with_registration`], after a first refusal.
 async fn wait_for_release<G, F, Fut, L>(
     client: &Client,
-    channel: &str,
+    channel: Channel<'_>,
     deadline: Option<Instant>,
     mut attempt: F,
     leave: Option<L>,
@@ -210,7 +242,8 @@ where
     L: FnOnce(usize),
 {
     let budget = client.watchdog_lease();
-    let subscribe = client.inner.subscriptions.join(channel);
+    let channel = channel.name();
+    let subscribe = client.inner.subscriptions.join(&channel);
     let subscription = match deadline {
         Some(d) => match tokio::time::timeout_at(d, subscribe).await {
             Ok(subscription) => subscription?,

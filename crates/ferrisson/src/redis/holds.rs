@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::api::fencing::FencingToken;
@@ -63,7 +63,11 @@ pub(crate) struct Hold {
     pub(crate) task: Option<TaskKey>,
     /// Which renewal script knows this hold's layout.
     pub(crate) renewal: Renewal,
-    validity: watch::Sender<Validity>,
+    /// Kept here rather than in a `watch` channel, whose shared state would be one more
+    /// allocation per hold.
+    validity: Mutex<Validity>,
+    /// Woken when the hold is lost or its deadline moves earlier (see [`Hold::lost`]).
+    changed: Notify,
     /// Live guards of this hold in this client.
     guards: AtomicUsize,
     /// True while the watchdog must renew this hold.
@@ -90,10 +94,11 @@ impl Hold {
             token,
             task,
             renewal: Renewal::Lock,
-            validity: watch::Sender::new(Validity {
+            validity: Mutex::new(Validity {
                 deadline,
                 lost: false,
             }),
+            changed: Notify::new(),
             guards: AtomicUsize::new(0),
             renewing: AtomicBool::new(false),
             next_renewal: Mutex::new(deadline),
@@ -126,15 +131,19 @@ impl Hold {
         self
     }
 
+    fn validity_mut(&self) -> MutexGuard<'_, Validity> {
+        self.validity.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// True while the hold is not lost and its deadline has not passed.
     pub(crate) fn is_held(&self) -> bool {
-        let v = *self.validity.borrow();
+        let v = self.validity();
         !v.lost && Instant::now() < v.deadline
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).
     pub(crate) fn remaining(&self) -> Duration {
-        let v = *self.validity.borrow();
+        let v = self.validity();
         if v.lost {
             return Duration::ZERO;
         }
@@ -142,7 +151,7 @@ impl Hold {
     }
 
     pub(crate) fn validity(&self) -> Validity {
-        *self.validity.borrow()
+        *self.validity_mut()
     }
 
     /// Moves the deadline to `deadline` (a renewal or re-entry succeeded). A hold whose
@@ -150,24 +159,28 @@ impl Hold {
     ///
     /// A later deadline is stored without notifying: a task in [`Hold::lost`] wakes at
     /// the deadline it saw and reads the new one then. Notifying on every renewal cost
-    /// the watchdog 10–20% of its CPU (the watchdog cost in BENCHMARKS.md: the watch channel touches 8
-    /// `Notify`s, each behind a mutex, even with nobody waiting). An earlier deadline or
-    /// a loss notifies.
+    /// the watchdog 10–20% of its CPU (the watchdog cost in BENCHMARKS.md, when holds kept
+    /// their validity in a `watch` channel, which touches 8 `Notify`s, each behind a
+    /// mutex, even with nobody waiting). An earlier deadline or a loss notifies.
     pub(crate) fn extend(&self, deadline: Instant) {
         let now = Instant::now();
-        self.validity.send_if_modified(|v| {
+        let (notify, lost) = {
+            let mut v = self.validity_mut();
             if v.lost {
-                return false;
-            }
-            if now >= v.deadline {
+                (false, true)
+            } else if now >= v.deadline {
                 v.lost = true;
-                return true;
+                (true, true)
+            } else {
+                let earlier = deadline < v.deadline;
+                v.deadline = deadline;
+                (earlier, false)
             }
-            let earlier = deadline < v.deadline;
-            v.deadline = deadline;
-            earlier
-        });
-        if self.validity.borrow().lost {
+        };
+        if notify {
+            self.changed.notify_waiters();
+        }
+        if lost {
             self.renewing.store(false, Ordering::SeqCst);
             self.meter.end(true);
         }
@@ -176,11 +189,10 @@ impl Hold {
     /// Marks the hold lost: every guard's `lost()` resolves, `is_held()` turns false.
     pub(crate) fn mark_lost(&self) {
         self.renewing.store(false, Ordering::SeqCst);
-        self.validity.send_if_modified(|v| {
-            let changed = !v.lost;
-            v.lost = true;
-            changed
-        });
+        let changed = !std::mem::replace(&mut self.validity_mut().lost, true);
+        if changed {
+            self.changed.notify_waiters();
+        }
         self.meter.end(true);
     }
 
@@ -191,18 +203,17 @@ impl Hold {
     ///
     /// Cancel safe: it only observes.
     pub(crate) async fn lost(&self) {
-        let mut rx = self.validity.subscribe();
         loop {
-            let v = *rx.borrow_and_update();
+            // Listening before reading: a loss between the read and the wait still wakes.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let v = self.validity();
             if v.lost || Instant::now() >= v.deadline {
                 return;
             }
             tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                }
+                () = changed => {}
                 () = tokio::time::sleep_until(v.deadline) => {}
             }
         }
@@ -256,13 +267,71 @@ impl Hold {
 }
 
 /// Every live hold of the client, by lock key.
+///
+/// Keyed by the holds' own [`Keys`] (a shared name, cloned without allocating) and
+/// holding the first hold of a key inline, so that recording a hold and forgetting it
+/// allocate nothing once the map has grown to the number of locks held at once.
 #[derive(Default)]
 pub(crate) struct Holds {
-    by_key: Mutex<HashMap<String, Vec<Arc<Hold>>>>,
+    by_key: Mutex<HashMap<MainKey, KeyHolds>>,
+}
+
+/// A lock's [`Keys`] as a map key: hashed and compared by the main key, so that the map
+/// can be searched with a `&str`.
+struct MainKey(Keys);
+
+impl std::hash::Hash for MainKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.main().hash(state);
+    }
+}
+
+impl PartialEq for MainKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.main() == other.0.main()
+    }
+}
+
+impl Eq for MainKey {}
+
+impl std::borrow::Borrow<str> for MainKey {
+    fn borrow(&self) -> &str {
+        self.0.main()
+    }
+}
+
+/// The holds of one key: almost always one (one owner per lock), more only for explicit
+/// owners sharing a lock or a read-write lock's readers.
+struct KeyHolds {
+    first: Arc<Hold>,
+    more: Vec<Arc<Hold>>,
+}
+
+impl KeyHolds {
+    fn iter(&self) -> impl Iterator<Item = &Arc<Hold>> {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    /// Forgets `hold`, keeping the others in the order they came; false when none is left.
+    fn remove(&mut self, hold: &Arc<Hold>) -> bool {
+        if Arc::ptr_eq(&self.first, hold) {
+            if self.more.is_empty() {
+                return false;
+            }
+            self.first = self.more.remove(0);
+        } else {
+            self.more.retain(|h| !Arc::ptr_eq(h, hold));
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        1 + self.more.len()
+    }
 }
 
 impl Holds {
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Hold>>>> {
+    fn map(&self) -> MutexGuard<'_, HashMap<MainKey, KeyHolds>> {
         self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -287,13 +356,29 @@ impl Holds {
     /// one (re-entry), else `hold` itself. Returns the hold the guard belongs to.
     pub(crate) fn attach(&self, hold: Hold) -> Arc<Hold> {
         let mut map = self.map();
-        let holds = map.entry(hold.key().to_owned()).or_default();
-        let hold = match holds.iter().find(|h| h.owner == hold.owner && h.is_held()) {
-            Some(existing) => Arc::clone(existing),
+        let hold = match map.get_mut(hold.key()) {
+            Some(holds) => {
+                let existing = holds
+                    .iter()
+                    .find(|h| h.owner == hold.owner && h.is_held())
+                    .cloned();
+                existing.unwrap_or_else(|| {
+                    let hold = Arc::new(hold);
+                    hold.meter.start();
+                    holds.more.push(Arc::clone(&hold));
+                    hold
+                })
+            }
             None => {
                 let hold = Arc::new(hold);
                 hold.meter.start();
-                holds.push(Arc::clone(&hold));
+                map.insert(
+                    MainKey(hold.keys.clone()),
+                    KeyHolds {
+                        first: Arc::clone(&hold),
+                        more: Vec::new(),
+                    },
+                );
                 hold
             }
         };
@@ -321,18 +406,17 @@ impl Holds {
             return false;
         }
         hold.stop_renewing();
-        if let Some(holds) = map.get_mut(hold.key()) {
-            holds.retain(|h| !Arc::ptr_eq(h, hold));
-            if holds.is_empty() {
-                map.remove(hold.key());
-            }
+        if let Some(holds) = map.get_mut(hold.key())
+            && !holds.remove(hold)
+        {
+            map.remove(hold.key());
         }
         true
     }
 
     /// Number of live holds (for tests and inspection).
     pub(crate) fn len(&self) -> usize {
-        self.map().values().map(Vec::len).sum()
+        self.map().values().map(KeyHolds::len).sum()
     }
 }
 
@@ -377,6 +461,17 @@ mod tests {
         waiter.await.expect("waiter");
         assert_eq!(start.elapsed(), Duration::from_secs(20));
         assert!(!hold.is_held());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_loss_wakes_lost_at_once() {
+        let start = Instant::now();
+        let (hold, waiter) = waited_on(Duration::from_secs(30)).await;
+        hold.mark_lost();
+        waiter.await.expect("waiter");
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert!(!hold.is_held());
+        assert_eq!(hold.remaining(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

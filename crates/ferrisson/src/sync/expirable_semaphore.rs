@@ -414,7 +414,10 @@ impl ExpirableSemaphore {
     /// Cancel safe: dropping the future at any point leaves no permit taken (an acquire
     /// already sent is released when its reply arrives) and no subscription.
     pub async fn acquire(&self) -> Result<ExpirablePermit> {
-        one(self.acquire_many(1).await?)
+        self.wait_for(1, None)
+            .await?
+            .ok_or_else(|| Error::wait_ended(&self.shared.name))?
+            .into_one()
     }
 
     /// Acquires one permit if one is free now (or expired); `Ok(None)` if not. One round
@@ -436,7 +439,10 @@ impl ExpirableSemaphore {
     ///
     /// Cancel safe, as [`ExpirableSemaphore::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
-        self.try_acquire_many(1).await?.map(one).transpose()
+        try_once(&self.shared.probe, self.attempt(1))
+            .await?
+            .map(Granted::into_one)
+            .transpose()
     }
 
     /// Acquires one permit, waiting at most `wait`; `Ok(None)` when the wait ran out.
@@ -459,9 +465,9 @@ impl ExpirableSemaphore {
     ///
     /// Cancel safe, as [`ExpirableSemaphore::acquire`].
     pub async fn acquire_timeout(&self, wait: Duration) -> Result<Option<ExpirablePermit>> {
-        self.acquire_many_timeout(1, wait)
+        self.wait_for(1, Some(wait))
             .await?
-            .map(one)
+            .map(Granted::into_one)
             .transpose()
     }
 
@@ -489,6 +495,7 @@ impl ExpirableSemaphore {
     pub async fn acquire_many(&self, permits: u32) -> Result<Vec<ExpirablePermit>> {
         self.wait_for(permits, None)
             .await?
+            .map(Granted::into_vec)
             .ok_or_else(|| Error::wait_ended(&self.shared.name))
     }
 
@@ -512,7 +519,9 @@ impl ExpirableSemaphore {
     /// Cancel safe, as [`ExpirableSemaphore::acquire`].
     pub async fn try_acquire_many(&self, permits: u32) -> Result<Option<Vec<ExpirablePermit>>> {
         validate_expirable_permits(permits)?;
-        try_once(&self.shared.probe, self.attempt(permits)).await
+        Ok(try_once(&self.shared.probe, self.attempt(permits))
+            .await?
+            .map(Granted::into_vec))
     }
 
     /// Acquires `permits` permits at once, all or none, waiting at most `wait`;
@@ -539,7 +548,10 @@ impl ExpirableSemaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<Vec<ExpirablePermit>>> {
-        self.wait_for(permits, Some(wait)).await
+        Ok(self
+            .wait_for(permits, Some(wait))
+            .await?
+            .map(Granted::into_vec))
     }
 
     /// Releases the permit `id`, whoever acquired it (for instance an id another process
@@ -627,11 +639,7 @@ impl ExpirableSemaphore {
         parse_inspect(&self.shared.name, &reply)
     }
 
-    async fn wait_for(
-        &self,
-        permits: u32,
-        wait: Option<Duration>,
-    ) -> Result<Option<Vec<ExpirablePermit>>> {
+    async fn wait_for(&self, permits: u32, wait: Option<Duration>) -> Result<Option<Granted>> {
         validate_expirable_permits(permits)?;
         acquire_with_wait(
             &self.shared.client,
@@ -643,16 +651,16 @@ impl ExpirableSemaphore {
         .await
     }
 
-    async fn attempt(&self, permits: u32) -> Result<Attempt<Vec<ExpirablePermit>>> {
-        let ids: Arc<[PermitId]> = (0..permits).map(|_| PermitId::random()).collect();
+    async fn attempt(&self, permits: u32) -> Result<Attempt<Granted>> {
         let lease = self.lease.duration(self.shared.client.watchdog_lease());
         let sent_at = Instant::now();
-        match self.send_acquire(Arc::clone(&ids), lease).await? {
-            PermitTaken::Taken => Ok(Attempt::Acquired(
-                ids.iter()
-                    .map(|&id| ExpirablePermit::new(&self.shared, id, self.lease, sent_at + lease))
-                    .collect(),
-            )),
+        let (ids, taken) = self.send_acquire(PermitIds::random(permits), lease).await?;
+        let permit = |id| ExpirablePermit::new(&self.shared, id, self.lease, sent_at + lease);
+        match taken {
+            PermitTaken::Taken => Ok(Attempt::Acquired(match ids {
+                PermitIds::One(id) => Granted::One(permit(id)),
+                PermitIds::Many(ids) => Granted::Many(ids.iter().copied().map(permit).collect()),
+            })),
             PermitTaken::NoneFree { earliest_expiry } => Ok(Attempt::Held(Some(
                 holder_wait(earliest_expiry).map_or(self.recheck, |e| e.min(self.recheck)),
             ))),
@@ -662,7 +670,11 @@ impl ExpirableSemaphore {
 
     /// Sends the acquire script so that permits taken for a caller that went away are
     /// released when the reply arrives (on a spawned task, only then: see `send_or_undo`).
-    async fn send_acquire(&self, ids: Arc<[PermitId]>, lease: Duration) -> Result<PermitTaken> {
+    async fn send_acquire(
+        &self,
+        ids: PermitIds,
+        lease: Duration,
+    ) -> Result<(PermitIds, PermitTaken)> {
         let shared = Arc::clone(&self.shared);
         send_or_undo(
             &self.shared.name,
@@ -672,21 +684,21 @@ impl ExpirableSemaphore {
                     .connection()
                     .run(&XsemAcquire {
                         keys: shared.xsem_keys(),
-                        ids: &ids,
+                        ids: ids.as_slice(),
                         lease,
                     })
                     .await;
                 match taken {
                     Ok(taken) => Ok((shared, ids, taken)),
                     Err(error) => {
-                        shared.give_back_after_failed_acquire(&ids).await;
+                        shared.give_back_after_failed_acquire(ids.as_slice()).await;
                         Err(error)
                     }
                 }
             },
             move |(shared, ids, taken)| async move {
                 if taken == PermitTaken::Taken {
-                    for &id in ids.iter() {
+                    for &id in ids.as_slice() {
                         // Unknown or late: gone already, which is what the undo wants.
                         match shared.release(id, None).await {
                             Ok(()) | Err(Error::LeaseExpired { .. }) => {}
@@ -698,7 +710,56 @@ impl ExpirableSemaphore {
             },
         )
         .await
-        .map(|(_, _, taken)| taken)
+        .map(|(_, ids, taken)| (ids, taken))
+    }
+}
+
+/// The ids of one acquire's permits: one kept inline (`acquire()`, no allocation), or
+/// several.
+enum PermitIds {
+    One(PermitId),
+    Many(Box<[PermitId]>),
+}
+
+impl PermitIds {
+    fn random(permits: u32) -> Self {
+        if permits == 1 {
+            Self::One(PermitId::random())
+        } else {
+            Self::Many((0..permits).map(|_| PermitId::random()).collect())
+        }
+    }
+
+    fn as_slice(&self) -> &[PermitId] {
+        match self {
+            Self::One(id) => std::slice::from_ref(id),
+            Self::Many(ids) => ids,
+        }
+    }
+}
+
+/// The permits one acquire took: one (no `Vec` for `acquire()`), or several.
+enum Granted {
+    One(ExpirablePermit),
+    Many(Vec<ExpirablePermit>),
+}
+
+/// Permits have no fencing token.
+impl Grant for Granted {}
+
+impl Granted {
+    fn into_vec(self) -> Vec<ExpirablePermit> {
+        match self {
+            Self::One(permit) => vec![permit],
+            Self::Many(permits) => permits,
+        }
+    }
+
+    fn into_one(self) -> Result<ExpirablePermit> {
+        match self {
+            Self::One(permit) => Ok(permit),
+            Self::Many(permits) => one(permits),
+        }
     }
 }
 
@@ -890,9 +951,6 @@ impl fmt::Debug for ExpirablePermit {
 
 /// A permit has no fencing token.
 impl Grant for ExpirablePermit {}
-
-/// Permits taken together, each with its own id.
-impl Grant for Vec<ExpirablePermit> {}
 
 impl ExpirablePermit {
     fn new(shared: &Arc<Shared>, id: PermitId, lease: Lease, deadline: Instant) -> Self {

@@ -102,15 +102,13 @@ impl Connection {
     /// Dropping the future may leave the call applied with its reply lost; callers that
     /// must undo it arm an undo first (see `primitive::undo`).
     pub(crate) async fn run<C: ScriptCall>(&self, call: &C) -> Result<C::Reply> {
-        let mut invocation = Invocation::new();
-        call.fill(&mut invocation);
-        let script = call.script();
+        let evalsha = Invocation::evalsha(call);
         let value = self
             .send_with_rules(
-                &invocation.evalsha(script),
-                invocation.first_key(),
+                evalsha.cmd(),
+                evalsha.first_key(),
                 call.idempotent(),
-                Some(script),
+                Some(call.script()),
             )
             .await?;
         let reply =
@@ -118,7 +116,7 @@ impl Connection {
         if let Some(acks) = self.replica_acks
             && call.wrote_a_hold(&reply)
         {
-            let acked = self.wait_for_replicas(acks, invocation.first_key()).await?;
+            let acked = self.wait_for_replicas(acks, evalsha.first_key()).await?;
             if acked < acks.replicas {
                 return Err(Error::NotReplicated {
                     acked,
@@ -126,6 +124,7 @@ impl Connection {
                 });
             }
         }
+        evalsha.recycle();
         Ok(reply)
     }
 

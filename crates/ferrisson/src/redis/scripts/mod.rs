@@ -21,10 +21,11 @@
 //!
 //! The shebang is why ferrisson needs Redis 7.0 (`Client::connect` checks the version).
 
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ParsingError, ToRedisArgs, Value};
+use redis::{Cmd, ParsingError, RedisWrite as _, ToRedisArgs, Value};
 
 use crate::api::error::Result;
 
@@ -169,54 +170,199 @@ impl LuaScript {
     }
 }
 
-/// The KEYS and ARGV of one script call, gathered in two buffers (no allocation per
-/// argument) and sent as one `EVALSHA`.
+/// The KEYS and ARGV of one script call, written by [`ScriptCall::fill`] straight into
+/// the `EVALSHA` command, sized exactly before the first byte is written.
+///
+/// `EVALSHA` wants the number of keys before the keys and every key before the first
+/// argument, while a call's `fill` may add them in any order (a renewal alternates them).
+/// So `fill` runs three times over the same `Invocation`: once to count the keys and
+/// measure every part, once writing only the keys, once only the arguments. Filling is a
+/// handful of stack writes per call; the command's two buffers (its bytes and its
+/// argument offsets) are reserved once, at their final size, where gathering keys and
+/// arguments in buffers of their own and copying them over cost seven allocations and as
+/// many reallocations per call. The buffers themselves come from a call that finished on
+/// the same thread when there is one (see [`EvalSha::recycle`]).
 pub(crate) struct Invocation {
-    keys: Cmd,
-    key_count: usize,
-    args: Cmd,
+    pass: Pass,
+    sizes: Sizes,
+    cmd: Cmd,
+}
+
+/// What one run of `fill` over an [`Invocation`] does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Counts keys and arguments, and their bytes.
+    Measure,
+    /// Writes the keys into the command, skips the arguments.
+    Keys,
+    /// Writes the arguments, skips the keys.
+    Args,
+}
+
+/// The parts a call's `fill` adds: how many keys and arguments (as Redis arguments: one
+/// value may write several), and their bytes.
+#[derive(Default)]
+struct Sizes {
+    keys: usize,
+    args: usize,
+    bytes: usize,
+    /// Set while a key is measured, so that its parts count as keys.
+    in_key: bool,
+}
+
+impl redis::RedisWrite for Sizes {
+    fn write_arg(&mut self, arg: &[u8]) {
+        if self.in_key {
+            self.keys += 1;
+        } else {
+            self.args += 1;
+        }
+        self.bytes += arg.len();
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        self.write_arg(&[]);
+        CountBytes(&mut self.bytes)
+    }
+}
+
+/// Counts what is written to a measured argument.
+struct CountBytes<'a>(&'a mut usize);
+
+impl std::io::Write for CountBytes<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        *self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Invocation {
-    pub(crate) fn new() -> Self {
-        Self {
-            keys: Cmd::new(),
-            key_count: 0,
-            args: Cmd::new(),
+    /// `EVALSHA` of `call`'s script with its KEYS and ARGV, and the number of keys.
+    pub(crate) fn evalsha<C: ScriptCall + ?Sized>(call: &C) -> EvalSha {
+        let mut invocation = Self {
+            pass: Pass::Measure,
+            sizes: Sizes::default(),
+            cmd: Cmd::new(),
+        };
+        call.fill(&mut invocation);
+        let Sizes {
+            keys, args, bytes, ..
+        } = invocation.sizes;
+        let script = call.script();
+        let count_digits = keys.checked_ilog10().map_or(1, |d| d as usize + 1);
+        // EVALSHA, the hash, the key count, then every part.
+        let size = "EVALSHA".len() + script.hash.len() + count_digits + bytes;
+        invocation.cmd = spare_cmd();
+        invocation.cmd.reserve_space_for_args(
+            std::iter::once(size).chain(std::iter::repeat_n(0, 2 + keys + args)),
+        );
+        invocation
+            .cmd
+            .arg("EVALSHA")
+            .arg(script.hash.as_str())
+            .arg(keys);
+        invocation.pass = Pass::Keys;
+        call.fill(&mut invocation);
+        invocation.pass = Pass::Args;
+        call.fill(&mut invocation);
+        EvalSha {
+            cmd: invocation.cmd,
+            keys,
+            size,
         }
     }
 
     /// Adds a key (KEYS[n]).
     pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        self.keys.arg(key);
-        self.key_count += 1;
+        match self.pass {
+            Pass::Measure => {
+                self.sizes.in_key = true;
+                key.write_redis_args(&mut self.sizes);
+                self.sizes.in_key = false;
+            }
+            Pass::Keys => {
+                self.cmd.arg(key);
+            }
+            Pass::Args => {}
+        }
         self
     }
 
     /// Adds an argument (ARGV[n]).
     pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.args.arg(arg);
+        match self.pass {
+            Pass::Measure => arg.write_redis_args(&mut self.sizes),
+            Pass::Args => {
+                self.cmd.arg(arg);
+            }
+            Pass::Keys => {}
+        }
         self
+    }
+}
+
+/// Most commands one thread keeps for reuse.
+const SPARE_CMDS: usize = 4;
+/// Largest command kept for reuse, in bytes: a call of a batch (a renewal of a hundred
+/// holds) does not pin its large buffers to a thread.
+const SPARE_CMD_BYTES: usize = 1024;
+
+thread_local! {
+    /// Commands of finished calls, cleared, whose buffers the next calls on this thread
+    /// fill: a script call then allocates nothing of its own.
+    static SPARE: RefCell<Vec<Cmd>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty command, with the buffers of a finished call when this thread has one.
+fn spare_cmd() -> Cmd {
+    SPARE
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// One script call as the command sent: `EVALSHA hash numkeys key... arg...`.
+pub(crate) struct EvalSha {
+    cmd: Cmd,
+    keys: usize,
+    /// The command's bytes.
+    size: usize,
+}
+
+impl EvalSha {
+    /// Hands the command's buffers to the next call on this thread (the call is over: its
+    /// reply is in). A command dropped instead (a call cancelled or failed) frees them.
+    pub(crate) fn recycle(mut self) {
+        if self.size > SPARE_CMD_BYTES {
+            return;
+        }
+        self.cmd.clear();
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_CMDS {
+                spare.push(self.cmd);
+            }
+        });
+    }
+
+    pub(crate) fn cmd(&self) -> &Cmd {
+        &self.cmd
     }
 
     /// The first key, by which a cluster routes the call.
     pub(crate) fn first_key(&self) -> Option<&[u8]> {
-        self.keys.args_iter().find_map(|arg| match arg {
+        if self.keys == 0 {
+            return None;
+        }
+        match self.cmd.args_iter().nth(3)? {
             redis::Arg::Simple(bytes) => Some(bytes),
             _ => None,
-        })
-    }
-
-    /// `EVALSHA` of `script` with these KEYS and ARGV.
-    pub(crate) fn evalsha(&self, script: &LuaScript) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&script.hash).arg(self.key_count);
-        for part in self.keys.args_iter().chain(self.args.args_iter()) {
-            if let redis::Arg::Simple(bytes) = part {
-                cmd.arg(bytes);
-            }
         }
-        cmd
     }
 }
 
@@ -307,7 +453,74 @@ pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::SOURCES;
+    use std::time::Duration;
+
+    use super::lock::{LockInspect, Renew};
+    use super::{Invocation, SCRIPTS, SOURCES};
+    use crate::redis::ids::OwnerId;
+
+    /// The command's parts as text.
+    fn parts(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<cursor>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keys_go_before_arguments_whatever_order_fill_adds_them_in() {
+        let (a, b) = (OwnerId::random(), OwnerId::random());
+        let holds = [("{x}", a), ("{y}", b)];
+        let call = Renew {
+            script: &SCRIPTS.lock_renew,
+            lease: Duration::from_secs(30),
+            holds: &holds,
+        };
+        let evalsha = Invocation::evalsha(&call);
+        assert_eq!(
+            parts(evalsha.cmd()),
+            [
+                "EVALSHA".to_owned(),
+                SCRIPTS.lock_renew.hash.clone(),
+                "2".to_owned(),
+                "{x}".to_owned(),
+                "{y}".to_owned(),
+                "30000".to_owned(),
+                a.to_string(),
+                b.to_string(),
+            ]
+        );
+        assert_eq!(evalsha.first_key(), Some(&b"{x}"[..]));
+        // The same bytes on the wire as the command built one part at a time.
+        let packed = evalsha.cmd().get_packed_command();
+        let mut expected = redis::cmd("EVALSHA");
+        expected
+            .arg(&SCRIPTS.lock_renew.hash)
+            .arg(2)
+            .arg("{x}")
+            .arg("{y}")
+            .arg(30_000)
+            .arg(a)
+            .arg(b);
+        assert_eq!(packed, expected.get_packed_command());
+    }
+
+    #[test]
+    fn a_call_without_keys_has_no_first_key() {
+        let call = Renew {
+            script: &SCRIPTS.lock_renew,
+            lease: Duration::from_secs(1),
+            holds: &[],
+        };
+        let evalsha = Invocation::evalsha(&call);
+        assert_eq!(parts(evalsha.cmd())[2..], ["0", "1000"]);
+        assert_eq!(evalsha.first_key(), None);
+        let one = Invocation::evalsha(&LockInspect { key: "{k}" });
+        assert_eq!(parts(one.cmd())[2..], ["1", "{k}"]);
+        assert_eq!(one.first_key(), Some(&b"{k}"[..]));
+    }
 
     #[test]
     fn every_script_declares_how_it_runs_with_memory_full() {
