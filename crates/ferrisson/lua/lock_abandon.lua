@@ -1,8 +1,8 @@
 -- Removes an owner's hold outright: undoes an acquire whose caller went away. Only used
 -- for a fresh owner id, which no other guard shares.
--- Runs after allow_oom.lua and lock_wake.lua.
+-- Runs after allow_oom.lua and wake.lua.
 -- KEYS[1]: the lock hash
--- KEYS[2]: the waiting clients (see lock_wake.lua)
+-- KEYS[2]: the waiting clients (see wake.lua)
 -- KEYS[3]: prefix of the clients' wake-up channels; the client id completes it
 -- ARGV[1]: owner id
 -- Returns: 1 the owner held it and it is now free; 0 the owner did not hold it.

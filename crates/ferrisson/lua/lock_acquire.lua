@@ -1,8 +1,8 @@
 -- Acquires or re-enters a reentrant lock.
--- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom), and wake.lua.
 -- KEYS[1]: the lock hash {<owner>: hold count, fence: fencing token}
 -- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
--- KEYS[3]: the waiting clients, a sorted set {<client id>: server time in µs} (lock_wake.lua)
+-- KEYS[3]: the waiting clients, a sorted set {<client id>: server time in µs} (wake.lua)
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds
 -- ARGV[3]: 'fresh' for an owner id made for this one attempt: finding it holding the
@@ -20,14 +20,6 @@
 --          {2} in 'reenter' mode when this owner no longer holds it.
 -- The free-lock path comes first and costs six calls: it is the one that must be fast.
 
--- Registers the caller's client as waiting, for `pttl` ms more at least (the set outlives
--- every registered waiter's nap, which is at most the holder's remaining lease).
-local function register(pttl)
-  local time = redis.call('TIME')
-  redis.call('ZADD', KEYS[3], tonumber(time[1]) * 1000000 + tonumber(time[2]), ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], math.max(pttl, 0) + 60000)
-end
-
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[3] == 'reenter' then
     return {2}
@@ -35,13 +27,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local token, text = fencing_token(KEYS[2])
   redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if ARGV[5] == '1' then
-    register(tonumber(ARGV[2]))
-  elseif ARGV[4] ~= '' then
-    -- Woken by its lease running out or a lost connection rather than by a release,
-    -- the client may still be registered: a release must not wake it for nothing.
-    redis.call('ZREM', KEYS[3], ARGV[4])
-  end
+  granted_to_client(KEYS[3], ARGV[4], ARGV[5], tonumber(ARGV[2]))
   return {1, token, 1}
 end
 local held = redis.call('HGET', KEYS[1], ARGV[1])
@@ -59,6 +45,6 @@ if ARGV[3] == 'reenter' then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[4] ~= '' then
-  register(pttl)
+  register_client(KEYS[3], ARGV[4], pttl)
 end
 return {0, pttl}

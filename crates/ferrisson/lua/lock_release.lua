@@ -1,7 +1,7 @@
 -- Releases one hold of a reentrant lock; deletes it and wakes one waiting client when the
--- last goes. Runs after allow_oom.lua and lock_wake.lua.
+-- last goes. Runs after allow_oom.lua and wake.lua.
 -- KEYS[1]: the lock hash
--- KEYS[2]: the waiting clients (see lock_wake.lua)
+-- KEYS[2]: the waiting clients (see wake.lua)
 -- KEYS[3]: prefix of the clients' wake-up channels; the client id completes it
 -- ARGV[1]: owner id
 -- ARGV[2]: lease in milliseconds, restored while holds remain

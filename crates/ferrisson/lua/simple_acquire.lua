@@ -1,17 +1,30 @@
 -- Acquires a non-reentrant lock: SET NX PX with the holder's owner id, and a fencing
--- token.
--- Runs after fencing_token.lua, which carries the shebang (no allow-oom).
+-- token; a refused waiter's client registers to be woken (see wake.lua).
+-- Runs after fencing_token.lua, which carries the shebang (no allow-oom), and wake.lua.
 -- KEYS[1]: the lock key (a string holding the owner id)
 -- KEYS[2]: the fencing floor of the lock's hash slot (see fencing_token.lua)
+-- KEYS[3]: the waiting clients, a sorted set {<client id>: server time in µs} (wake.lua)
 -- ARGV[1]: owner id, made for this one attempt
 -- ARGV[2]: lease in milliseconds
+-- ARGV[3]: the caller's client id when the caller waits subscribed to its wake-up
+--          channel, '' otherwise: a refusal registers the client in KEYS[3]
+-- ARGV[4]: '1' when other waiters of the caller's client still wait after a grant: the
+--          client stays registered (the release that woke it took its registration);
+--          otherwise a grant takes the caller's client off KEYS[3]
 -- Returns: {1, fencing token} acquired, also when the key holds this owner id already:
 --          an earlier call of this attempt was granted and its reply lost. That call's
 --          token was never seen, and a new one is above every earlier holder's just as
---          well, so the call is safe to send again;
---          {0, holder's remaining ttl in ms (-1: no expiry)} held.
+--          well, so the call is safe to send again (the client's registration ends as
+--          after one call);
+--          {0, holder's remaining ttl in ms (-1: no expiry)} held (sent again, the
+--          client is registered once, at the time of the last call).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
     or redis.call('GET', KEYS[1]) == ARGV[1] then
+  granted_to_client(KEYS[3], ARGV[3], ARGV[4], tonumber(ARGV[2]))
   return {1, (fencing_token(KEYS[2]))}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] ~= '' then
+  register_client(KEYS[3], ARGV[3], pttl)
+end
+return {0, pttl}

@@ -1,11 +1,14 @@
-#!lua flags=allow-oom
--- Compare-and-delete: releases a non-reentrant lock only if the token still matches.
--- allow-oom: what is held must stay renewable and releasable when memory is full, so
--- this script must never create a key (it only changes or removes existing entries).
+-- Compare-and-delete: releases a non-reentrant lock only if it still holds the owner id,
+-- and wakes one waiting client (see wake.lua). Also undoes an acquire whose caller went
+-- away (the owner id is that attempt's alone). Runs after allow_oom.lua and wake.lua.
 -- KEYS[1]: the lock key
--- KEYS[2]: the lock's release channel
--- ARGV[1]: token
--- Returns: 1 released; 0 no such lock (lease expired); -1 held with another token.
+-- KEYS[2]: the waiting clients (see wake.lua)
+-- KEYS[3]: prefix of the clients' wake-up channels; the client id completes it
+-- ARGV[1]: owner id
+-- Returns: 1 released (a waiting client woken if any); 0 no such lock (lease expired);
+--          -1 held by another owner. A repeat of a release that worked finds the key gone
+--          or another owner's, which the caller reads as the first try having worked; it
+--          wakes nobody (the first try did).
 local current = redis.call('GET', KEYS[1])
 if not current then
   return 0
@@ -14,5 +17,5 @@ if current ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.call('SPUBLISH', KEYS[2], 'released')
+wake_one_client(KEYS[2], KEYS[3])
 return 1

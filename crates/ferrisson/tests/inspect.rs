@@ -414,7 +414,19 @@ async fn keys_that_are_not_primitives_are_left_out() -> anyhow::Result<()> {
     );
     // A lock taken and released leaves only its slot's fencing floor behind.
     client.lock("gone")?.lock().await?.unlock().await?;
+    client
+        .simple_lock("gone-too")?
+        .lock()
+        .await?
+        .unlock()
+        .await?;
+    // Waiting clients registered for a lock that is free now (their process died before
+    // they withdrew) are not a lock of their own.
+    for key in ["{gone}:waiters", "{gone-too}:waiters"] {
+        server.command(&["ZADD", key, "1", "0123456789abcdef"])?;
+    }
     assert!(client.scan("*").await?.is_empty());
+    assert!(client.inspect("gone-too").await?.is_empty());
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{client_with_lease, eventually, raw, server_and_client};
-use ferrisson::{Client, Error, Lease, OwnerId};
+use ferrisson::{Client, DistributedLock, Error, Guard, Lease, Lock, OwnerId, SimpleLock};
 use redis::AsyncCommands;
 
 /// Non-atomic read-modify-write of a Redis counter: correct only under mutual exclusion.
@@ -431,13 +431,24 @@ async fn commands_processed(conn: &mut redis::aio::MultiplexedConnection) -> any
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dropped_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
+    dropped_futures_leave_nothing_behind::<Lock>("cancel").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dropped_simple_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
+    dropped_futures_leave_nothing_behind::<SimpleLock>("simple-cancel").await
+}
+
+async fn dropped_futures_leave_nothing_behind<L: WakesOne>(
+    name: &'static str,
+) -> anyhow::Result<()> {
     let (server, client) = server_and_client().await?;
     let mut conn = raw(&server).await?;
     let baseline_tasks = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
-    let lock = client.lock("cancel")?;
-    let holder = client.lock("cancel")?;
+    let lock = L::on(&client, name)?;
+    let holder = L::on(&client, name)?;
     let holding = tokio::spawn(async move {
         // Hand the lock in and out so futures are dropped while waiting, while their
         // acquire is in flight, and right after it succeeded.
@@ -462,11 +473,14 @@ async fn dropped_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
     }
     holding.await??;
 
+    let key = format!("{{{name}}}");
     let clean = eventually(Duration::from_secs(10), || {
         let mut conn = conn.clone();
         let client = client.clone();
+        let key = key.clone();
         async move {
-            let exists: bool = conn.exists("{cancel}").await.unwrap_or(true);
+            let exists: bool = conn.exists(&key).await.unwrap_or(true);
+            let registered = registered_clients(&mut conn, name).await;
             let channels: Vec<String> = redis::cmd("PUBSUB")
                 .arg("SHARDCHANNELS")
                 .query_async(&mut conn)
@@ -476,16 +490,18 @@ async fn dropped_lock_futures_leave_nothing_behind() -> anyhow::Result<()> {
                 .metrics()
                 .num_alive_tasks();
             !exists
+                && registered == 0
                 && channels.is_empty()
                 && client.stats() == idle_stats(&client)
                 && tasks <= baseline_tasks
         }
     })
     .await;
-    let exists: bool = conn.exists("{cancel}").await?;
+    let exists: bool = conn.exists(&key).await?;
     assert!(
         clean,
-        "left behind: lock key {exists}, stats {:?}",
+        "left behind: lock key {exists}, registered clients {}, stats {:?}",
+        registered_clients(&mut conn, name).await,
         client.stats()
     );
     Ok(())
@@ -711,34 +727,71 @@ const LONG_LEASE: Duration = Duration::from_secs(30);
 /// How long a woken waiter may take to hold the lock.
 const WOKEN_WITHIN: Duration = Duration::from_secs(5);
 
+/// The locks whose release wakes one waiting client, not every client with a waiter: each
+/// wake-up test below runs once for each.
+trait WakesOne: DistributedLock + Clone + 'static {
+    /// The lock called `name` on `client`, with its default lease.
+    fn on(client: &Client, name: &str) -> ferrisson::Result<Self>;
+
+    /// The same lock with a fixed lease (no renewal).
+    fn fixed(self, lease: Duration) -> ferrisson::Result<Self>;
+}
+
+impl WakesOne for Lock {
+    fn on(client: &Client, name: &str) -> ferrisson::Result<Self> {
+        client.lock(name)
+    }
+
+    fn fixed(self, lease: Duration) -> ferrisson::Result<Self> {
+        self.with_lease(Lease::Fixed(lease))
+    }
+}
+
+impl WakesOne for SimpleLock {
+    fn on(client: &Client, name: &str) -> ferrisson::Result<Self> {
+        client.simple_lock(name)
+    }
+
+    fn fixed(self, lease: Duration) -> ferrisson::Result<Self> {
+        self.with_lease(Lease::Fixed(lease))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_wakes_one_waiting_client_with_one_request() -> anyhow::Result<()> {
+    release_wakes_one_waiting_client::<Lock>("one-client").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_release_wakes_one_waiting_client_with_one_request() -> anyhow::Result<()> {
+    release_wakes_one_waiting_client::<SimpleLock>("simple-one-client").await
+}
+
+async fn release_wakes_one_waiting_client<L: WakesOne>(name: &'static str) -> anyhow::Result<()> {
     let (server, holder) = server_and_client().await?;
     let mut conn = raw(&server).await?;
-    let guard = holder
-        .lock("one-client")?
-        .with_lease(Lease::Fixed(LONG_LEASE))?
-        .lock()
-        .await?;
+    let guard = L::on(&holder, name)?.fixed(LONG_LEASE)?.lock().await?;
     let mut waiters = Vec::new();
     for _ in 0..8 {
         let client = Client::connect(&server.url()).await?;
-        let lock = client.lock("one-client")?;
+        let lock = L::on(&client, name)?;
         waiters.push(tokio::spawn(async move {
             let guard = lock.lock().await?;
             // Keep the lock (and the client) until the test has counted.
             anyhow::Ok((client, guard))
         }));
     }
-    until_registered(&conn, "one-client", 8).await?;
+    until_registered(&conn, name, 8).await?;
     let before = script_calls(&mut conn).await?;
     guard.unlock().await?;
     // One release, one woken client, whose one waiter takes the lock: two scripts, and
     // seven clients still registered.
-    until_registered(&conn, "one-client", 7).await?;
+    until_registered(&conn, name, 7).await?;
+    let key = format!("{{{name}}}");
     let granted = eventually(WOKEN_WITHIN, || {
         let mut conn = conn.clone();
-        async move { conn.exists("{one-client}").await.unwrap_or(false) }
+        let key = key.clone();
+        async move { conn.exists(&key).await.unwrap_or(false) }
     })
     .await;
     assert!(granted, "no waiting client took the released lock");
@@ -752,13 +805,18 @@ async fn release_wakes_one_waiting_client_with_one_request() -> anyhow::Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Result<()> {
+    vanished_client_is_skipped::<Lock>("vanish").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Result<()> {
+    vanished_client_is_skipped::<SimpleLock>("simple-vanish").await
+}
+
+async fn vanished_client_is_skipped<L: WakesOne>(name: &'static str) -> anyhow::Result<()> {
     let (server, holder) = server_and_client().await?;
     let mut conn = raw(&server).await?;
-    let guard = holder
-        .lock("vanish")?
-        .with_lease(Lease::Fixed(LONG_LEASE))?
-        .lock()
-        .await?;
+    let guard = L::on(&holder, name)?.fixed(LONG_LEASE)?.lock().await?;
     let channels_before = shard_channels(&mut conn).await;
 
     // The first client to wait runs on a runtime of its own, as a separate process
@@ -773,7 +831,7 @@ async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Resu
             .build()?;
         runtime.block_on(async {
             let client = Client::connect(&url).await?;
-            let lock = client.lock("vanish")?;
+            let lock = L::on(&client, name)?;
             tokio::spawn(async move {
                 let _guard = lock.lock().await;
                 let _keep = client;
@@ -785,12 +843,12 @@ async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Resu
         runtime.shutdown_background();
         Ok(())
     });
-    until_registered(&conn, "vanish", 1).await?;
+    until_registered(&conn, name, 1).await?;
 
     let other = Client::connect(&server.url()).await?;
-    let lock = other.lock("vanish")?;
+    let lock = L::on(&other, name)?;
     let waiting = tokio::spawn(async move { lock.lock().await });
-    until_registered(&conn, "vanish", 2).await?;
+    until_registered(&conn, name, 2).await?;
 
     let _ = registered_tx.send(());
     vanishing
@@ -804,7 +862,7 @@ async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Resu
     })
     .await;
     assert!(gone, "the vanished client's subscription is still there");
-    assert_eq!(registered_clients(&mut conn, "vanish").await, 2);
+    assert_eq!(registered_clients(&mut conn, name).await, 2);
 
     guard.unlock().await?;
     let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
@@ -813,33 +871,39 @@ async fn waiter_on_a_vanished_client_does_not_stall_the_others() -> anyhow::Resu
             anyhow::anyhow!("the live waiter was not woken within {WOKEN_WITHIN:?}")
         })???;
     assert!(next.is_held());
-    assert_eq!(registered_clients(&mut conn, "vanish").await, 0);
+    assert_eq!(registered_clients(&mut conn, name).await, 0);
     next.unlock().await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_that_gives_up_leaves_the_wake_up_to_the_next_client() -> anyhow::Result<()> {
+    giving_up_leaves_the_wake_up::<Lock>("give-up").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_waiter_that_gives_up_leaves_the_wake_up_to_the_next_client()
+-> anyhow::Result<()> {
+    giving_up_leaves_the_wake_up::<SimpleLock>("simple-give-up").await
+}
+
+async fn giving_up_leaves_the_wake_up<L: WakesOne>(name: &'static str) -> anyhow::Result<()> {
     let (server, holder) = server_and_client().await?;
     let conn = raw(&server).await?;
-    let guard = holder
-        .lock("give-up")?
-        .with_lease(Lease::Fixed(LONG_LEASE))?
-        .lock()
-        .await?;
+    let guard = L::on(&holder, name)?.fixed(LONG_LEASE)?.lock().await?;
     let quitter = Client::connect(&server.url()).await?;
-    let quitting = quitter.lock("give-up")?;
+    let quitting = L::on(&quitter, name)?;
     let quit = tokio::spawn(async move { quitting.lock_timeout(Duration::from_secs(1)).await });
-    until_registered(&conn, "give-up", 1).await?;
+    until_registered(&conn, name, 1).await?;
     let other = Client::connect(&server.url()).await?;
-    let lock = other.lock("give-up")?;
+    let lock = L::on(&other, name)?;
     let waiting = tokio::spawn(async move { lock.lock().await });
-    until_registered(&conn, "give-up", 2).await?;
+    until_registered(&conn, name, 2).await?;
 
     // The first client to register gives up and withdraws; its channel stays subscribed
     // for a while, so a release that still picked it would wake nobody.
     assert!(quit.await??.is_none());
-    until_registered(&conn, "give-up", 1).await?;
+    until_registered(&conn, name, 1).await?;
     guard.unlock().await?;
     let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
         .await
@@ -852,25 +916,72 @@ async fn waiter_that_gives_up_leaves_the_wake_up_to_the_next_client() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_waiter_whose_future_is_dropped_leaves_the_wake_up_to_the_next_client()
+-> anyhow::Result<()> {
+    let name = "simple-dropped-waiter";
+    let (server, holder) = server_and_client().await?;
+    let conn = raw(&server).await?;
+    let guard = holder
+        .simple_lock(name)?
+        .with_lease(Lease::Fixed(LONG_LEASE))?
+        .lock()
+        .await?;
+    let quitter = Client::connect(&server.url()).await?;
+    let quitting = quitter.simple_lock(name)?;
+    let dropped = tokio::spawn(async move { quitting.lock().await });
+    until_registered(&conn, name, 1).await?;
+    let other = Client::connect(&server.url()).await?;
+    let lock = other.simple_lock(name)?;
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until_registered(&conn, name, 2).await?;
+
+    // Dropping the first client's waiting future withdraws that client.
+    dropped.abort();
+    assert!(dropped.await.is_err_and(|e| e.is_cancelled()));
+    until_registered(&conn, name, 1).await?;
+    guard.unlock().await?;
+    let next = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the other waiter was not woken within {WOKEN_WITHIN:?}")
+        })???;
+    assert_eq!(next.name(), name);
+    next.unlock().await?;
+    drop(quitter);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_granted_when_the_lease_ran_out_is_no_longer_registered() -> anyhow::Result<()> {
+    granted_at_lease_end_is_not_registered::<Lock>("expired").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_waiter_granted_when_the_lease_ran_out_is_no_longer_registered()
+-> anyhow::Result<()> {
+    granted_at_lease_end_is_not_registered::<SimpleLock>("simple-expired").await
+}
+
+async fn granted_at_lease_end_is_not_registered<L: WakesOne>(
+    name: &'static str,
+) -> anyhow::Result<()> {
     let (server, holder) = server_and_client().await?;
     let mut conn = raw(&server).await?;
     // A fixed lease is not renewed: the key expires with no release and no message.
-    let _expiring = holder
-        .lock("expired")?
-        .with_lease(Lease::Fixed(Duration::from_millis(800)))?
+    let _expiring = L::on(&holder, name)?
+        .fixed(Duration::from_millis(800))?
         .lock()
         .await?;
     let waiter = Client::connect(&server.url()).await?;
-    let lock = waiter.lock("expired")?;
+    let lock = L::on(&waiter, name)?;
     let waiting = tokio::spawn(async move { lock.lock().await });
-    until_registered(&conn, "expired", 1).await?;
+    until_registered(&conn, name, 1).await?;
     // Woken by the end of its nap (the holder's remaining lease), not by a release.
     let guard = tokio::time::timeout(WOKEN_WITHIN, waiting)
         .await
         .map_err(|_| anyhow::anyhow!("the waiter did not retry when the lease ran out"))???;
     assert_eq!(
-        registered_clients(&mut conn, "expired").await,
+        registered_clients(&mut conn, name).await,
         0,
         "a client holding the lock is not waiting for it"
     );
@@ -880,34 +991,43 @@ async fn waiter_granted_when_the_lease_ran_out_is_no_longer_registered() -> anyh
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wake_up_reaching_a_client_with_no_waiter_left_is_passed_on() -> anyhow::Result<()> {
+    wake_up_with_no_waiter_is_passed_on::<Lock>("pass-on").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_wake_up_reaching_a_client_with_no_waiter_left_is_passed_on()
+-> anyhow::Result<()> {
+    wake_up_with_no_waiter_is_passed_on::<SimpleLock>("simple-pass-on").await
+}
+
+async fn wake_up_with_no_waiter_is_passed_on<L: WakesOne>(
+    name: &'static str,
+) -> anyhow::Result<()> {
     let (server, holder) = server_and_client().await?;
     let mut conn = raw(&server).await?;
-    let guard = holder
-        .lock("pass-on")?
-        .with_lease(Lease::Fixed(LONG_LEASE))?
-        .lock()
-        .await?;
+    let guard = L::on(&holder, name)?.fixed(LONG_LEASE)?.lock().await?;
+    let waiters_key = format!("{{{name}}}:waiters");
     // A client that waited, registered, and gave up: it withdrew, but its channel stays
     // subscribed for a while.
     let gone = Client::connect(&server.url()).await?;
-    let quitting = gone.lock("pass-on")?;
+    let quitting = L::on(&gone, name)?;
     let waiting_gone =
         tokio::spawn(async move { quitting.lock_timeout(Duration::from_millis(300)).await });
-    until_registered(&conn, "pass-on", 1).await?;
-    let stale: Vec<(String, f64)> = conn.zrange_withscores("{pass-on}:waiters", 0, 0).await?;
+    until_registered(&conn, name, 1).await?;
+    let stale: Vec<(String, f64)> = conn.zrange_withscores(&waiters_key, 0, 0).await?;
     assert!(waiting_gone.await??.is_none());
-    until_registered(&conn, "pass-on", 0).await?;
+    until_registered(&conn, name, 0).await?;
 
     let other = Client::connect(&server.url()).await?;
-    let lock = other.lock("pass-on")?;
+    let lock = L::on(&other, name)?;
     let waiting = tokio::spawn(async move { lock.lock().await });
-    until_registered(&conn, "pass-on", 1).await?;
+    until_registered(&conn, name, 1).await?;
     // The registration of the client that gave up comes back ahead of the other one, as
     // when it raced the grant that took it off: the release wakes that client first.
-    let _: u64 = conn.zadd("{pass-on}:waiters", &stale[0].0, 0).await?;
+    let _: u64 = conn.zadd(&waiters_key, &stale[0].0, 0).await?;
     let lingering: Vec<(String, u64)> = redis::cmd("PUBSUB")
         .arg("SHARDNUMSUB")
-        .arg(format!("{{pass-on}}:c:{}", stale[0].0))
+        .arg(format!("{{{name}}}:c:{}", stale[0].0))
         .query_async(&mut conn)
         .await?;
     assert_eq!(
@@ -922,5 +1042,52 @@ async fn wake_up_reaching_a_client_with_no_waiter_left_is_passed_on() -> anyhow:
         })???;
     next.unlock().await?;
     drop(gone);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_lock_force_unlock_wakes_one_waiting_client() -> anyhow::Result<()> {
+    let name = "simple-forced";
+    let (server, holder) = server_and_client().await?;
+    let mut conn = raw(&server).await?;
+    let lock = holder
+        .simple_lock(name)?
+        .with_lease(Lease::Fixed(LONG_LEASE))?;
+    let stuck = lock.lock().await?;
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let client = Client::connect(&server.url()).await?;
+        let lock = client.simple_lock(name)?;
+        waiters.push(tokio::spawn(async move {
+            let guard = lock.lock().await?;
+            anyhow::Ok((client, guard))
+        }));
+    }
+    until_registered(&conn, name, 3).await?;
+    let before = script_calls(&mut conn).await?;
+    assert!(lock.force_unlock().await?);
+    // One woken client, whose one waiter takes the lock; two clients still registered.
+    until_registered(&conn, name, 2).await?;
+    let stuck_owner = stuck.owner().to_string();
+    let granted = eventually(WOKEN_WITHIN, || {
+        let mut conn = conn.clone();
+        let stuck_owner = stuck_owner.clone();
+        async move {
+            let holder: Option<String> = conn.get(format!("{{{name}}}")).await.unwrap_or(None);
+            holder.is_some_and(|h| h != stuck_owner)
+        }
+    })
+    .await;
+    assert!(granted, "no waiting client took the forced-open lock");
+    let calls = script_calls(&mut conn).await? - before;
+    assert_eq!(
+        calls, 2,
+        "the forced release and the woken waiter's acquire"
+    );
+    // The holder's late release leaves the new holder's lock alone.
+    assert!(matches!(stuck.unlock().await, Err(Error::NotOwner { .. })));
+    for waiter in waiters {
+        waiter.abort();
+    }
     Ok(())
 }

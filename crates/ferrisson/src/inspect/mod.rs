@@ -47,7 +47,10 @@
 //!
 //! Anything else is not a primitive's and is left out: the fencing floors
 //! (`ferrisson:fence:{tag}`), a lock's own fencing counter, resources written with
-//! [`Client::fenced_set`], an application's keys. Limits of the rule, each because two
+//! [`Client::fenced_set`], an application's keys. A name's other companions are not read:
+//! the waiting clients of a lock or simple lock (`{name}:waiters`) are counted in
+//! [`Entry::waiting_clients`] of the lock they wait for, and left over once it is free
+//! (a client that vanished while registered) they name nothing. Limits of the rule, each because two
 //! layouts are the same until something happens:
 //!
 //! - a semaphore and a latch both store a plain count: a positive one is listed once as
@@ -82,7 +85,7 @@ use crate::locks::lock::LockInfo;
 use crate::locks::rwlock::RwLockInfo;
 use crate::locks::simple::SimpleLockInfo;
 use crate::redis::client::Client;
-use crate::redis::keys::validate_name;
+use crate::redis::keys::{WAITERS_SUFFIX, validate_name};
 use crate::redis::scripts::inspect::InspectLayout;
 use crate::sync::election::ElectionInfo;
 use crate::sync::expirable_semaphore::ExpirableSemaphoreInfo;
@@ -422,11 +425,11 @@ pub struct Entry {
     /// least one task waiting for it counts once, however many tasks wait (a read-write
     /// lock's read and write channels count apart). A client keeps a channel for half a
     /// second after its last waiter left it, so one whose waiter was just granted may
-    /// still count. For a [`Lock`](crate::Lock), the clients registered as waiting for
-    /// it (each listens on a channel of its own): one whose process died without
-    /// withdrawing counts until a release skips it. `None` for the kinds whose waiters
-    /// have no channel to count: a fair
-    /// lock (its queue is in [`Snapshot::waiters`]), a rate limiter, an id counter.
+    /// still count. For a [`Lock`](crate::Lock) or a [`SimpleLock`](crate::SimpleLock),
+    /// the clients registered as waiting for it (each listens on a channel of its own):
+    /// one whose process died without withdrawing counts until a release skips it. `None`
+    /// for the kinds whose waiters have no channel to count: a fair lock (its queue is in
+    /// [`Snapshot::waiters`]), a rate limiter, an id counter.
     pub waiting_clients: Option<u64>,
 }
 
@@ -633,17 +636,17 @@ impl Client {
     async fn waiting_clients(&self, name: &str, kind: PrimitiveKind) -> Result<Option<u64>> {
         let keys = self.keys(name)?;
         let channels = match kind {
-            // A lock's waiting clients register by id, each listening on its own channel.
-            PrimitiveKind::Lock => {
-                let waiters = keys.with_suffix("waiters");
+            // The waiting clients of a lock that wakes one client register by id, each
+            // listening on its own channel.
+            PrimitiveKind::Lock | PrimitiveKind::SimpleLock => {
+                let waiters = keys.with_suffix(WAITERS_SUFFIX);
                 let count: u64 = self
                     .connection()
                     .query_resendable(redis::cmd("ZCARD").arg(&waiters))
                     .await?;
                 return Ok(Some(count));
             }
-            PrimitiveKind::SimpleLock
-            | PrimitiveKind::Semaphore
+            PrimitiveKind::Semaphore
             | PrimitiveKind::ExpirableSemaphore
             | PrimitiveKind::CountDownLatch
             | PrimitiveKind::Election => vec![keys.channel().to_owned()],

@@ -11,13 +11,11 @@ use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
-use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
-use crate::primitive::wait::{
-    Attempt, Registration, acquire_with_registration, holder_wait, try_once,
-};
+use crate::primitive::wait::{Attempt, Registration, holder_wait, try_once};
+use crate::primitive::wake::{Waiting, WakeOne};
 use crate::redis::client::Client;
 use crate::redis::holds::Renewal;
 use crate::redis::ids::ReleaseId;
@@ -25,8 +23,7 @@ use crate::redis::ids::{OwnerId, TaskKey};
 use crate::redis::keys::Keys;
 use crate::redis::scripts::Released;
 use crate::redis::scripts::lock::{
-    AcquireMode, LockAbandon, LockAcquire, LockAcquired, LockForceRelease, LockInspect,
-    LockRelease, LockWithdraw, Register, WakeKeys,
+    AcquireMode, LockAbandon, LockAcquire, LockAcquired, LockInspect, LockRelease,
 };
 
 impl Client {
@@ -39,12 +36,7 @@ impl Client {
     pub fn lock(&self, name: &str) -> Result<Lock> {
         let keys = self.keys(name)?;
         let name = Arc::from(name);
-        let channels = keys.with_suffix("c:");
-        let wake = Arc::new(WakeNames {
-            waiters: keys.with_suffix("waiters"),
-            own: format!("{channels}{}", self.inner.wake_id),
-            channels,
-        });
+        let wake = WakeOne::new(self, &keys);
         Ok(Lock {
             client: self.clone(),
             probe: self.probe(Kind::Lock, &name),
@@ -98,30 +90,9 @@ pub struct Lock {
     name: Arc<str>,
     probe: Probe,
     keys: Keys,
-    wake: Arc<WakeNames>,
+    wake: WakeOne,
     lease: Lease,
     owner: Option<OwnerId>,
-}
-
-/// The names by which a release wakes one waiting client (`lua/lock_wake.lua`), built
-/// once per handle.
-#[derive(Debug)]
-struct WakeNames {
-    /// `{name}:waiters`: the waiting clients, in the order they registered.
-    waiters: String,
-    /// `{name}:c:`: a client id completes a client's wake-up channel.
-    channels: String,
-    /// This client's wake-up channel for this lock.
-    own: String,
-}
-
-impl WakeNames {
-    fn keys(&self) -> WakeKeys<'_> {
-        WakeKeys {
-            waiters: &self.waiters,
-            channels: &self.channels,
-        }
-    }
 }
 
 impl fmt::Debug for Lock {
@@ -403,12 +374,8 @@ impl Lock {
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.client
-            .connection()
-            .run(&LockForceRelease {
-                key: self.keys.main(),
-                wake: self.wake.keys(),
-            })
+        self.wake
+            .force_release(&self.client, self.keys.main())
             .await
     }
 
@@ -428,41 +395,15 @@ impl Lock {
     /// Acquires, waiting at most `wait` (`None`: as long as it takes), listening on this
     /// client's own wake-up channel.
     async fn wait(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
-        acquire_with_registration(
-            &self.client,
-            &self.probe,
-            self.wake.own.as_str().into(),
-            wait,
-            |registration| self.attempt(registration),
-            Some(|others| self.withdraw(others)),
-        )
-        .await
-    }
-
-    /// A waiter left without the lock, `others` local waiters still waiting: the last
-    /// one takes the client off the waiting clients, and wakes the next if the lock is free.
-    fn withdraw(&self, others: usize) {
-        if others > 0 {
-            return;
-        }
-        let client = self.client.clone();
-        let keys = self.keys.clone();
-        let wake = Arc::clone(&self.wake);
-        spawn_cleanup(
-            &self.name,
-            "withdrawing a waiting client",
-            "a release may wake it for nothing; the other waiters then try again when the holder's lease runs out",
-            async move {
-                client
-                    .connection()
-                    .run(&LockWithdraw {
-                        key: keys.main(),
-                        wake: wake.keys(),
-                        client: &client.inner.wake_id,
-                    })
-                    .await
-            },
-        );
+        self.wake
+            .acquire(
+                &self.client,
+                &self.probe,
+                &self.keys,
+                wait,
+                |registration| self.attempt(registration),
+            )
+            .await
     }
 
     async fn attempt(&self, registration: Registration) -> Result<Attempt<LockGuard>> {
@@ -474,12 +415,9 @@ impl Lock {
             explicit_owner: self.owner,
         };
         let lease = self.lease.duration(self.client.watchdog_lease());
-        let others = match registration {
-            Registration::Unsubscribed => None,
-            Registration::Subscribed { others } => Some(others > 0),
-        };
+        let waiting = Waiting::of(registration);
         let attempt = reentrant::attempt(&self.client, &spec, OwnerId::random(), |sent| {
-            self.send_acquire(sent, lease, others)
+            self.send_acquire(sent, lease, waiting)
         })
         .await?;
         Ok(attempt.map(|hold| LockGuard {
@@ -488,7 +426,7 @@ impl Lock {
                 hold,
                 ReleaseLock {
                     keys: self.keys.clone(),
-                    wake: Arc::clone(&self.wake),
+                    wake: self.wake.clone(),
                     lease,
                 },
             ),
@@ -504,14 +442,8 @@ impl Lock {
     /// that call in flight, the call moves onto a spawned task which, when the reply
     /// arrives, releases exactly the one hold it took.
     ///
-    /// `register` is `None` for an attempt that registers nothing, else whether other local
-    /// waiters still wait (see [`Register`]).
-    async fn send_acquire(
-        &self,
-        sent: Sent,
-        lease: Duration,
-        register: Option<bool>,
-    ) -> Result<Answer> {
+    /// `waiting` is what the attempt tells the script about its client's wait.
+    async fn send_acquire(&self, sent: Sent, lease: Duration, waiting: Waiting) -> Result<Answer> {
         let reply = match (sent, self.owner) {
             (Sent::First(owner), None) => {
                 let undo = UndoOnDrop::arm(
@@ -521,7 +453,7 @@ impl Lock {
                     || {
                         let client = self.client.clone();
                         let keys = self.keys.clone();
-                        let wake = Arc::clone(&self.wake);
+                        let wake = self.wake.clone();
                         async move {
                             client
                                 .connection()
@@ -537,11 +469,11 @@ impl Lock {
                 let call = LockAcquire {
                     key: self.keys.main(),
                     fence: self.keys.fence(),
-                    waiters: &self.wake.waiters,
+                    waiters: self.wake.waiters(),
                     owner,
                     lease,
                     mode: AcquireMode::Fresh,
-                    register: register_as(&self.client, register),
+                    register: waiting.register(&self.client),
                 };
                 // On an error the script may have run before the connection failed:
                 // `undo` removes this attempt's owner if it did.
@@ -552,7 +484,7 @@ impl Lock {
             (sent, _) => {
                 let client = self.client.clone();
                 let keys = self.keys.clone();
-                let wake = Arc::clone(&self.wake);
+                let wake = self.wake.clone();
                 let mode = match sent {
                     Sent::Reentry(_) => AcquireMode::Reenter,
                     Sent::First(_) => AcquireMode::Acquire,
@@ -566,18 +498,18 @@ impl Lock {
                             .run(&LockAcquire {
                                 key: keys.main(),
                                 fence: keys.fence(),
-                                waiters: &wake.waiters,
+                                waiters: wake.waiters(),
                                 owner,
                                 lease,
                                 mode,
-                                register: register_as(&client, register),
+                                register: waiting.register(&client),
                             })
                             .await;
                         if let Err(Error::NotReplicated { .. }) = &reply {
                             // Granted, but not on enough replicas: give it back.
                             let release = ReleaseLock {
                                 keys: keys.clone(),
-                                wake: Arc::clone(&wake),
+                                wake: wake.clone(),
                                 lease,
                             };
                             let _ = release.send(&client, owner, ReleaseId::random()).await;
@@ -605,18 +537,6 @@ impl Lock {
     }
 }
 
-/// What an acquire tells `lock_acquire.lua` about its client's wait: `register` is `None`
-/// for nothing, else whether other local waiters still wait after a grant.
-fn register_as(client: &Client, register: Option<bool>) -> Register<'_> {
-    match register {
-        None => Register::No,
-        Some(others) => Register::Waiting {
-            client: &client.inner.wake_id,
-            others,
-        },
-    }
-}
-
 impl DistributedLock for Lock {
     type Guard = LockGuard;
 
@@ -641,7 +561,7 @@ impl DistributedLock for Lock {
 /// holds of the same owner remain.
 struct ReleaseLock {
     keys: Keys,
-    wake: Arc<WakeNames>,
+    wake: WakeOne,
     lease: Duration,
 }
 

@@ -25,10 +25,9 @@ use crate::redis::holds::Hold;
 use crate::redis::ids::OwnerId;
 use crate::redis::keys::Keys;
 use crate::redis::scripts::ScriptCall;
-use crate::redis::scripts::lock::ForceRelease;
 use crate::redis::scripts::simple::{
-    Compared, KeyAcquired, RedlockAcquire, RedlockExtend, RedlockRaiseFloor, SimpleInspect,
-    SimpleRelease,
+    Compared, KeyAcquired, RedlockAcquire, RedlockExtend, RedlockForceRelease, RedlockRaiseFloor,
+    RedlockRelease, SimpleInspect,
 };
 
 /// Default lease of a [`Redlock`]: its keys live this long on every server (a fixed
@@ -572,7 +571,7 @@ impl Redlock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         let replies = self
-            .on_every_node(|node| ForceRelease {
+            .on_every_node(|node| RedlockForceRelease {
                 key: node.keys.main(),
                 channel: node.keys.channel(),
             })
@@ -835,7 +834,7 @@ fn answers<T>(replies: Vec<Result<T>>) -> (Vec<T>, Option<Error>) {
 /// Compare-and-delete of `owner`'s key on every node at once.
 async fn release_everywhere(redlock: &Redlock, owner: OwnerId) -> Vec<Result<Compared>> {
     redlock
-        .on_every_node(|node| SimpleRelease {
+        .on_every_node(|node| RedlockRelease {
             key: node.keys.main(),
             channel: node.keys.channel(),
             owner,

@@ -12,13 +12,13 @@ use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::single::{self, SingleAnswer, SingleSpec};
-use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
+use crate::primitive::wait::{Attempt, Registration, try_once};
+use crate::primitive::wake::{Waiting, WakeOne};
 use crate::redis::client::Client;
 use crate::redis::ids::OwnerId;
 use crate::redis::ids::ReleaseId;
 use crate::redis::keys::Keys;
 use crate::redis::scripts::Released;
-use crate::redis::scripts::lock::ForceRelease;
 use crate::redis::scripts::simple::{KeyAcquired, SimpleAcquire, SimpleInspect, SimpleRelease};
 
 /// Default lease of a [`SimpleLock`]: fixed, no renewal.
@@ -41,11 +41,13 @@ impl Client {
     pub fn simple_lock(&self, name: &str) -> Result<SimpleLock> {
         let keys = self.keys(name)?;
         let name = Arc::from(name);
+        let wake = WakeOne::new(self, &keys);
         Ok(SimpleLock {
             client: self.clone(),
             probe: self.probe(Kind::SimpleLock, &name),
             name,
             keys,
+            wake,
             lease: Lease::Fixed(DEFAULT_SIMPLE_LEASE),
         })
     }
@@ -60,6 +62,13 @@ impl Client {
 /// [`Lease::Watchdog`] the client's watchdog renews it while the guard lives. A second
 /// acquire from the same task waits like any other: use [`Lock`](crate::Lock) for
 /// re-entry.
+///
+/// Waiting is event-driven, as for a [`Lock`](crate::Lock): a release wakes one waiting
+/// client, not every client with a waiter. A client registers as waiting when its
+/// attempt is refused (in the same script), the release wakes the client that registered
+/// first and is still connected, which wakes one of its waiters, and a client whose last
+/// waiter gives up withdraws and, if the lock is free, wakes the next. Waiters also try
+/// again when the holder's remaining lease, as they saw it, has passed.
 ///
 /// ```no_run
 /// # async fn demo(client: ferrisson::Client) -> ferrisson::Result<()> {
@@ -79,6 +88,7 @@ pub struct SimpleLock {
     name: Arc<str>,
     probe: Probe,
     keys: Keys,
+    wake: WakeOne,
     lease: Lease,
 }
 
@@ -141,7 +151,7 @@ impl SimpleLock {
     /// Cancel safe: an acquire whose caller went away is undone (its owner id's key is
     /// deleted if it landed).
     pub async fn try_lock(&self) -> Result<Option<SimpleLockGuard>> {
-        try_once(&self.probe, self.attempt()).await
+        try_once(&self.probe, self.attempt(Registration::Unsubscribed)).await
     }
 
     /// Acquires the lock, waiting at most `wait`; `Ok(None)` when the wait ran out.
@@ -161,16 +171,10 @@ impl SimpleLock {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`SimpleLock::try_lock`]; no subscription is left behind.
+    /// Cancel safe, as [`SimpleLock::try_lock`]; no subscription is left behind, and a
+    /// client left with no waiter withdraws from the waiting clients.
     pub async fn lock_timeout(&self, wait: Duration) -> Result<Option<SimpleLockGuard>> {
-        acquire_with_wait(
-            &self.client,
-            &self.probe,
-            self.keys.channel(),
-            Some(wait),
-            || self.attempt(),
-        )
-        .await
+        self.wait(Some(wait)).await
     }
 
     /// Acquires the lock, waiting as long as it takes.
@@ -190,11 +194,9 @@ impl SimpleLock {
     ///
     /// Cancel safe, as [`SimpleLock::lock_timeout`].
     pub async fn lock(&self) -> Result<SimpleLockGuard> {
-        acquire_with_wait(&self.client, &self.probe, self.keys.channel(), None, || {
-            self.attempt()
-        })
-        .await?
-        .ok_or_else(|| Error::wait_ended(&self.name))
+        self.wait(None)
+            .await?
+            .ok_or_else(|| Error::wait_ended(&self.name))
     }
 
     /// Who holds the lock now and for how long (read-only; one round trip). A simple
@@ -235,7 +237,7 @@ impl SimpleLock {
         })
     }
 
-    /// Deletes the lock whoever holds it and wakes its waiters. The holder's guard sees
+    /// Deletes the lock whoever holds it and wakes a waiter. The holder's guard sees
     /// the loss at its next renewal (a fixed lease, at its end). Returns whether a lock
     /// was deleted.
     ///
@@ -251,16 +253,26 @@ impl SimpleLock {
     ///
     /// [`Error::Redis`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.client
-            .connection()
-            .run(&ForceRelease {
-                key: self.keys.main(),
-                channel: self.keys.channel(),
-            })
+        self.wake
+            .force_release(&self.client, self.keys.main())
             .await
     }
 
-    async fn attempt(&self) -> Result<Attempt<SimpleLockGuard>> {
+    /// Acquires, waiting at most `wait` (`None`: as long as it takes), listening on this
+    /// client's own wake-up channel.
+    async fn wait(&self, wait: Option<Duration>) -> Result<Option<SimpleLockGuard>> {
+        self.wake
+            .acquire(
+                &self.client,
+                &self.probe,
+                &self.keys,
+                wait,
+                |registration| self.attempt(registration),
+            )
+            .await
+    }
+
+    async fn attempt(&self, registration: Registration) -> Result<Attempt<SimpleLockGuard>> {
         let spec = SingleSpec {
             client: &self.client,
             probe: &self.probe,
@@ -268,8 +280,10 @@ impl SimpleLock {
             lease: self.lease,
             release: ReleaseSimple {
                 keys: self.keys.clone(),
+                wake: self.wake.clone(),
             },
         };
+        let waiting = Waiting::of(registration);
         let attempt = single::attempt(spec, |owner, lease| async move {
             let reply = self
                 .client
@@ -277,8 +291,10 @@ impl SimpleLock {
                 .run(&SimpleAcquire {
                     key: self.keys.main(),
                     fence: self.keys.fence(),
+                    waiters: self.wake.waiters(),
                     owner,
                     lease,
+                    register: waiting.register(&self.client),
                 })
                 .await?;
             Ok(match reply {
@@ -330,10 +346,12 @@ impl DistributedLock for SimpleLock {
     }
 }
 
-/// How a [`SimpleLockGuard`] releases: compare-and-delete on the owner id.
+/// How a [`SimpleLockGuard`] releases (and a cancelled acquire is undone):
+/// compare-and-delete on the owner id, waking one waiting client.
 #[derive(Clone)]
 struct ReleaseSimple {
     keys: Keys,
+    wake: WakeOne,
 }
 
 impl SendRelease for ReleaseSimple {
@@ -351,7 +369,7 @@ impl SendRelease for ReleaseSimple {
             .connection()
             .run(&SimpleRelease {
                 key: self.keys.main(),
-                channel: self.keys.channel(),
+                wake: self.wake.keys(),
                 owner,
             })
             .await?;

@@ -1,6 +1,8 @@
-//! The mechanics every Redis primitive shares, written once: the wait for a release, one
-//! attempt of a reentrant lock, the guard over a hold, releasing with retries, undoing
-//! what a cancelled acquire left behind, work a `Drop` hands to a spawned task.
+//! The mechanics every Redis primitive shares, written once: the wait for a release (and
+//! for the locks whose release wakes one waiting client, the registration of that
+//! client), one attempt of a reentrant lock, the guard over a hold, releasing with
+//! retries, undoing what a cancelled acquire left behind, work a `Drop` hands to a
+//! spawned task.
 
 pub(crate) mod cleanup;
 pub(crate) mod guard;
@@ -9,3 +11,4 @@ pub(crate) mod release;
 pub(crate) mod single;
 pub(crate) mod undo;
 pub(crate) mod wait;
+pub(crate) mod wake;

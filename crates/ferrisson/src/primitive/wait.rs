@@ -145,7 +145,8 @@ where
 }
 
 /// What one attempt of a waiter tells Redis about its wait, for primitives whose release
-/// wakes one waiting client rather than every subscriber of a shared channel (`Lock`).
+/// wakes one waiting client rather than every subscriber of a shared channel (`Lock`,
+/// `SimpleLock`; see `primitive::wake`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Registration {
     /// The first attempt, before the waiter subscribed: a refusal registers nothing (a

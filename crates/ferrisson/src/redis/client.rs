@@ -58,8 +58,9 @@ pub(crate) struct Inner {
     pub(crate) subscriptions: Subscriptions,
     pub(crate) watchdog: Watchdog,
     pub(crate) holds: Holds,
-    /// This client's id among the clients waiting for a reentrant lock: 16 random hex
-    /// digits, which complete the client's own wake-up channel of each lock it waits on.
+    /// This client's id among the clients waiting for a lock that wakes one waiting
+    /// client (`Lock`, `SimpleLock`): 16 random hex digits, which complete the client's
+    /// own wake-up channel of each lock it waits on.
     pub(crate) wake_id: String,
     /// The class label of each primitive's metrics.
     pub(crate) classes: Classes,

@@ -17,6 +17,7 @@
 use std::sync::Arc;
 
 use crate::api::error::{Error, Result};
+use crate::redis::scripts::wake::WakeKeys;
 use crate::redis::slot::{key_slot, tag_for_slot};
 
 /// Longest accepted primitive name, in bytes (1 KiB). Names may hold any character but
@@ -85,6 +86,75 @@ impl Keys {
     }
 }
 
+/// `{name}:waiters`: the clients waiting for a lock that wakes one waiting client (`Lock`,
+/// `SimpleLock`), a sorted set by registration time (see `lua/wake.lua`).
+pub(crate) const WAITERS_SUFFIX: &str = "waiters";
+/// `{name}:c:`: a client id completes a client's own wake-up channel of such a lock.
+const CLIENT_CHANNELS_SUFFIX: &str = "c:";
+
+/// The names by which a release wakes one waiting client of a lock (`Lock`, `SimpleLock`;
+/// `lua/wake.lua`), built once per handle: the set of waiting clients, the prefix of their
+/// wake-up channels, and this client's own channel.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct WakeNames {
+    /// `{name}:waiters`: the waiting clients, in the order they registered.
+    waiters: String,
+    /// `{name}:c:`: a client id completes a client's wake-up channel.
+    channels: String,
+    /// This client's wake-up channel for this lock, `{name}:c:<client id>`.
+    own: String,
+}
+
+impl WakeNames {
+    /// The names of the lock whose keys are `keys`, for the client `client_id`.
+    pub(crate) fn new(keys: &Keys, client_id: &str) -> Self {
+        let channels = keys.with_suffix(CLIENT_CHANNELS_SUFFIX);
+        Self {
+            waiters: keys.with_suffix(WAITERS_SUFFIX),
+            own: format!("{channels}{client_id}"),
+            channels,
+        }
+    }
+
+    /// How the client `client_id`'s own wake-up channels end: `:c:<client id>`.
+    pub(crate) fn own_suffix(client_id: &str) -> String {
+        format!(":{CLIENT_CHANNELS_SUFFIX}{client_id}")
+    }
+
+    /// The lock's key and names whose wake-up channel of the client `client_id` is
+    /// `channel`; `None` when `channel` is not one.
+    pub(crate) fn of_own_channel(channel: &str, client_id: &str) -> Option<(String, Self)> {
+        let base = channel
+            .strip_suffix(client_id)?
+            .strip_suffix(CLIENT_CHANNELS_SUFFIX)?
+            .strip_suffix(':')?;
+        let names = Self {
+            waiters: format!("{base}:{WAITERS_SUFFIX}"),
+            channels: format!("{base}:{CLIENT_CHANNELS_SUFFIX}"),
+            own: channel.to_owned(),
+        };
+        Some((base.to_owned(), names))
+    }
+
+    /// The set of waiting clients.
+    pub(crate) fn waiters(&self) -> &str {
+        &self.waiters
+    }
+
+    /// This client's own wake-up channel.
+    pub(crate) fn own(&self) -> &str {
+        &self.own
+    }
+
+    /// The keys the wake-up scripts take.
+    pub(crate) fn keys(&self) -> WakeKeys<'_> {
+        WakeKeys {
+            waiters: &self.waiters,
+            channels: &self.channels,
+        }
+    }
+}
+
 /// Rejects names that are empty, longer than [`MAX_NAME_LEN`] bytes, or hold a brace.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
     validate_length("name", name)?;
@@ -142,6 +212,24 @@ mod tests {
         let keys = Keys::new("app:", "orders:42").expect("valid");
         assert_eq!(keys.main(), "app:{orders:42}");
         assert_eq!(keys.channel(), "app:{orders:42}:released");
+    }
+
+    #[test]
+    fn wake_names_share_the_hash_tag_and_read_back_from_a_channel() {
+        let keys = Keys::new("app:", "orders:42").expect("valid");
+        let names = WakeNames::new(&keys, "00ab");
+        assert_eq!(names.waiters(), "app:{orders:42}:waiters");
+        assert_eq!(names.keys().channels, "app:{orders:42}:c:");
+        assert_eq!(names.own(), "app:{orders:42}:c:00ab");
+        assert!(names.own().ends_with(&WakeNames::own_suffix("00ab")));
+        let (key, read) = WakeNames::of_own_channel(names.own(), "00ab").expect("own channel");
+        assert_eq!(key, keys.main());
+        assert_eq!(read, names);
+        assert_eq!(WakeNames::of_own_channel(names.own(), "00ac"), None);
+        assert_eq!(
+            WakeNames::of_own_channel("app:{orders:42}:released", "00ab"),
+            None
+        );
     }
 
     #[test]

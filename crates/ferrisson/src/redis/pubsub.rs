@@ -9,9 +9,9 @@
 //! A message wakes one waiter of its channel (a release frees one lock), or as many as its
 //! payload says: a number (permits released) or `all` (a latch reached zero); a lost
 //! connection wakes them all, since messages may have been missed while it was down.
-//! A `Lock` wakes one waiting client on a channel of that client's own; such a message
-//! arriving once no local task waits there (the channel lingers) is passed on to the
-//! next waiting client (`lock_withdraw.lua`).
+//! A `Lock` or `SimpleLock` wakes one waiting client on a channel of that client's own;
+//! such a message arriving once no local task waits there (the channel lingers) is passed
+//! on to the next waiting client (`wake_withdraw.lua`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -24,7 +24,8 @@ use crate::api::error::{Error, Result};
 use crate::observe::metrics;
 use crate::redis::connection::Connection;
 use crate::redis::connection::push::{PushHandler, PushTarget};
-use crate::redis::scripts::lock::{LockWithdraw, WakeKeys};
+use crate::redis::keys::WakeNames;
+use crate::redis::scripts::wake::WakeWithdraw;
 
 #[derive(Default)]
 struct Channels {
@@ -45,8 +46,9 @@ enum Op {
     /// The subscription connection was replaced (a failover): subscribe every channel
     /// again on the new one.
     ResubscribeAll,
-    /// A release woke this client on its own channel of a `Lock` (`{name}:c:<client
-    /// id>`) while none of its tasks waits there any more (the subscription lingers):
+    /// A release woke this client on its own channel of a `Lock` or `SimpleLock`
+    /// (`{name}:c:<client id>`) while none of its tasks waits there any more (the
+    /// subscription lingers):
     /// pass the wake-up on, so that another client's waiter does not sleep through it.
     PassOn(String),
 }
@@ -64,7 +66,7 @@ pub(crate) struct Subscriptions {
     shared: Shared,
     ops: mpsc::UnboundedSender<Op>,
     ops_rx: Mutex<Option<mpsc::UnboundedReceiver<Op>>>,
-    /// The client's id among a `Lock`'s waiting clients.
+    /// The client's id among the waiting clients of a lock that wakes one client.
     wake_id: Arc<str>,
 }
 
@@ -73,7 +75,8 @@ pub(crate) struct Subscriptions {
 struct Dispatch {
     shared: Shared,
     ops: mpsc::UnboundedSender<Op>,
-    /// `:c:<client id>`: how the client's own wake-up channels of a `Lock` end.
+    /// `:c:<client id>`: how the client's own wake-up channels of a lock that wakes one
+    /// client end.
     wake_suffix: String,
 }
 
@@ -93,14 +96,15 @@ impl PushTarget for Dispatch {
 impl Subscriptions {
     /// The registry and the push handler to install on the connection.
     ///
-    /// `wake_id` is the client's id among a `Lock`'s waiting clients.
+    /// `wake_id` is the client's id among the waiting clients of a lock that wakes one
+    /// client (`Lock`, `SimpleLock`).
     pub(crate) fn new(wake_id: &str) -> (Self, PushHandler) {
         let shared: Shared = Arc::default();
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let handler = PushHandler::new(Dispatch {
             shared: Arc::clone(&shared),
             ops: ops.clone(),
-            wake_suffix: format!(":c:{wake_id}"),
+            wake_suffix: WakeNames::own_suffix(wake_id),
         });
         let subscriptions = Self {
             shared,
@@ -268,8 +272,8 @@ impl Drop for Subscription {
 /// Wakes the waiters a push message concerns. Returns what the actor must do about it:
 /// subscribe again to a channel the server unsubscribed this client from on its own while
 /// waiters still wait on it (a cluster slot that moved), or pass on a wake-up that came
-/// on one of the client's own `Lock` channels (those ending in `wake_suffix`) with no
-/// local waiter left to take it.
+/// on one of the client's own wake-up channels of a lock (those ending in `wake_suffix`)
+/// with no local waiter left to take it.
 fn dispatch(shared: &Shared, wake_suffix: &str, push: &PushInfo) -> Option<Op> {
     match push.kind {
         // Releases are published to shard channels (`SPUBLISH`), which reach the lock's
@@ -420,32 +424,21 @@ async fn run_actor(
     }
 }
 
-/// Runs `lock_withdraw.lua` for the `Lock` whose wake-up channel of this client is
-/// `channel`: the client is taken off the waiting clients and, if the lock is free, the
-/// next one is woken. On a task of its own, so that the actor's subscriptions do not wait
-/// for it.
+/// Runs `wake_withdraw.lua` for the lock (`Lock` or `SimpleLock`) whose wake-up channel
+/// of this client is `channel`: the client is taken off the waiting clients and, if the
+/// lock is free, the next one is woken. On a task of its own, so that the actor's
+/// subscriptions do not wait for it.
 fn pass_on(connection: &Connection, channel: &str, wake_id: &Arc<str>) {
-    let Some(base) = channel
-        .strip_suffix(&**wake_id)
-        .and_then(|c| c.strip_suffix(":c:"))
-    else {
+    let Some((key, names)) = WakeNames::of_own_channel(channel, wake_id) else {
         return;
     };
-    let (key, waiters, channels) = (
-        base.to_owned(),
-        format!("{base}:waiters"),
-        format!("{base}:c:"),
-    );
     let connection = connection.clone();
     let wake_id = Arc::clone(wake_id);
     tokio::spawn(async move {
         let withdrawn = connection
-            .run(&LockWithdraw {
+            .run(&WakeWithdraw {
                 key: &key,
-                wake: WakeKeys {
-                    waiters: &waiters,
-                    channels: &channels,
-                },
+                wake: names.keys(),
                 client: &wake_id,
             })
             .await;

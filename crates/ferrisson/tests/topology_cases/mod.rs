@@ -169,19 +169,45 @@ async fn rwlock_shares_and_excludes(target: &ClientBuilder) -> anyhow::Result<()
     Ok(())
 }
 
-/// The simple lock through the backend-neutral contract.
+/// The simple lock through the backend-neutral contract, and a release waking a waiter in
+/// another client.
 async fn simple_lock_through_the_contract(target: &ClientBuilder) -> anyhow::Result<()> {
-    let client = client(target).await?;
-    let lock = client
+    let holder = client(target).await?;
+    let lock = holder
         .simple_lock("topology:simple")?
-        .with_lease(Lease::Fixed(Duration::from_secs(5)))?;
+        .with_lease(Lease::Fixed(Duration::from_secs(60)))?;
     let guard = DistributedLock::lock(&lock).await?;
     anyhow::ensure!(DistributedLock::try_lock(&lock).await?.is_none());
     let token = Guard::fencing_token(&guard);
     Guard::unlock(guard).await?;
     let again = DistributedLock::lock(&lock).await?;
     anyhow::ensure!(Guard::fencing_token(&again) > token);
+
+    // A waiter in another client registers as waiting, and the release wakes it: well
+    // before the lease would have run out.
+    let waiting = client(target)
+        .await?
+        .simple_lock("topology:simple")?
+        .with_lease(Lease::Fixed(Duration::from_secs(60)))?;
+    let waiter = tokio::spawn(async move { waiting.lock().await?.unlock().await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while holder
+        .inspect("topology:simple")
+        .await?
+        .first()
+        .and_then(|e| e.waiting_clients)
+        != Some(1)
+    {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the waiter never registered"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     Guard::unlock(again).await?;
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .context("the release did not wake the waiter")???;
     Ok(())
 }
 

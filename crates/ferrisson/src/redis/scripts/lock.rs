@@ -1,10 +1,12 @@
-//! Typed calls of the reentrant lock's scripts (`lua/lock_*.lua`, `force_release.lua`):
-//! their KEYS, ARGV and replies as the scripts' headers give them.
+//! Typed calls of the reentrant lock's scripts (`lua/lock_*.lua`): their KEYS, ARGV and
+//! replies as the scripts' headers give them. Its wake-up of one waiting client is shared
+//! with `SimpleLock` ([`wake`](super::wake)).
 
 use std::time::Duration;
 
 use redis::{ParsingError, Value};
 
+use super::wake::{Register, WakeKeys};
 use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, unexpected, unsigned};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::millis;
@@ -74,23 +76,6 @@ impl redis::FromRedisValue for LockAcquired {
     }
 }
 
-/// The keys by which a reentrant lock's release wakes one waiting client
-/// (`lock_wake.lua`): the set of waiting clients and the prefix of their channels.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WakeKeys<'a> {
-    pub(crate) waiters: &'a str,
-    pub(crate) channels: &'a str,
-}
-
-/// Whether an acquire registers its client as waiting (`lock_acquire.lua`'s ARGV[4..5]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Register<'a> {
-    /// Registers nothing (a first attempt, `try_lock`).
-    No,
-    /// Registers `client` if refused; keeps it registered if granted while `others`.
-    Waiting { client: &'a str, others: bool },
-}
-
 /// `lock_acquire.lua`: acquires or re-enters a reentrant lock.
 pub(crate) struct LockAcquire<'a> {
     pub(crate) key: &'a str,
@@ -110,18 +95,13 @@ impl ScriptCall for LockAcquire<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
-        let (client, others) = match self.register {
-            Register::No => ("", false),
-            Register::Waiting { client, others } => (client, others),
-        };
         call.key(self.key)
             .key(self.fence)
             .key(self.waiters)
             .arg(self.owner)
             .arg(millis(self.lease))
-            .arg(self.mode.as_arg())
-            .arg(client)
-            .arg(if others { "1" } else { "0" });
+            .arg(self.mode.as_arg());
+        self.register.fill(call);
     }
 
     fn idempotent(&self) -> bool {
@@ -150,10 +130,9 @@ impl ScriptCall for LockRelease<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
-        call.key(self.key)
-            .key(self.wake.waiters)
-            .key(self.wake.channels)
-            .arg(self.owner)
+        call.key(self.key);
+        self.wake.fill(call);
+        call.arg(self.owner)
             .arg(millis(self.lease))
             .arg(self.release_id);
     }
@@ -175,62 +154,9 @@ impl ScriptCall for LockAbandon<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
-        call.key(self.key)
-            .key(self.wake.waiters)
-            .key(self.wake.channels)
-            .arg(self.owner);
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-}
-
-/// `lock_withdraw.lua`: the client's last local waiter left without the lock; wakes the
-/// next waiting client if the lock is free. Replies whether one was woken.
-pub(crate) struct LockWithdraw<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) wake: WakeKeys<'a>,
-    pub(crate) client: &'a str,
-}
-
-impl ScriptCall for LockWithdraw<'_> {
-    type Reply = bool;
-
-    fn script(&self) -> &'static LuaScript {
-        &SCRIPTS.lock_withdraw
-    }
-
-    fn fill(&self, call: &mut Invocation) {
-        call.key(self.key)
-            .key(self.wake.waiters)
-            .key(self.wake.channels)
-            .arg(self.client);
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-}
-
-/// `lock_force_release.lua`: deletes a reentrant lock whoever holds it and wakes one
-/// waiting client. Replies whether there was one.
-pub(crate) struct LockForceRelease<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) wake: WakeKeys<'a>,
-}
-
-impl ScriptCall for LockForceRelease<'_> {
-    type Reply = bool;
-
-    fn script(&self) -> &'static LuaScript {
-        &SCRIPTS.lock_force_release
-    }
-
-    fn fill(&self, call: &mut Invocation) {
-        call.key(self.key)
-            .key(self.wake.waiters)
-            .key(self.wake.channels);
+        call.key(self.key);
+        self.wake.fill(call);
+        call.arg(self.owner);
     }
 
     fn idempotent(&self) -> bool {
@@ -252,29 +178,6 @@ impl ScriptCall for LockInspect<'_> {
 
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key);
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-}
-
-/// `force_release.lua`: deletes a lock key whoever holds it and publishes the release.
-/// Replies whether there was one.
-pub(crate) struct ForceRelease<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
-}
-
-impl ScriptCall for ForceRelease<'_> {
-    type Reply = bool;
-
-    fn script(&self) -> &'static LuaScript {
-        &SCRIPTS.force_release
-    }
-
-    fn fill(&self, call: &mut Invocation) {
-        call.key(self.key).key(self.channel);
     }
 
     fn idempotent(&self) -> bool {

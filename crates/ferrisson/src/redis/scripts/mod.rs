@@ -39,6 +39,7 @@ pub(crate) mod rate;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 pub(crate) mod simple;
+pub(crate) mod wake;
 pub(crate) mod xsem;
 
 /// One call of one script: its KEYS and ARGV in the order the script's header lists them,
@@ -375,8 +376,9 @@ macro_rules! source {
 /// Declares the scripts: a name and its files, joined in order. A script that hands out
 /// fencing tokens starts with `fencing_token.lua`, which carries the shebang and the token
 /// function, so that the token is computed by one piece of Lua everywhere; the fair lock's
-/// scripts share their queue functions through `fair_queue.lua`, after a shebang file
-/// (`fencing_token.lua` or `allow_oom.lua`).
+/// scripts share their queue functions through `fair_queue.lua`, and the scripts of the
+/// locks that wake one waiting client (`Lock`, `SimpleLock`) theirs through `wake.lua`,
+/// each after a shebang file (`fencing_token.lua` or `allow_oom.lua`).
 macro_rules! scripts {
     ($($name:ident => [$($file:literal),+],)+) => {
         /// The crate's scripts, hashed once per process.
@@ -394,16 +396,15 @@ macro_rules! scripts {
 }
 
 scripts! {
-    lock_acquire => ["fencing_token.lua", "lock_acquire.lua"],
-    lock_release => ["allow_oom.lua", "lock_wake.lua", "lock_release.lua"],
-    lock_abandon => ["allow_oom.lua", "lock_wake.lua", "lock_abandon.lua"],
-    lock_withdraw => ["allow_oom.lua", "lock_wake.lua", "lock_withdraw.lua"],
-    lock_force_release => ["allow_oom.lua", "lock_wake.lua", "lock_force_release.lua"],
+    wake_withdraw => ["allow_oom.lua", "wake.lua", "wake_withdraw.lua"],
+    wake_force_release => ["allow_oom.lua", "wake.lua", "wake_force_release.lua"],
+    lock_acquire => ["fencing_token.lua", "wake.lua", "lock_acquire.lua"],
+    lock_release => ["allow_oom.lua", "wake.lua", "lock_release.lua"],
+    lock_abandon => ["allow_oom.lua", "wake.lua", "lock_abandon.lua"],
     lock_renew => ["lock_renew.lua"],
     lock_inspect => ["lock_inspect.lua"],
-    force_release => ["force_release.lua"],
-    simple_acquire => ["fencing_token.lua", "simple_acquire.lua"],
-    simple_release => ["simple_release.lua"],
+    simple_acquire => ["fencing_token.lua", "wake.lua", "simple_acquire.lua"],
+    simple_release => ["allow_oom.lua", "wake.lua", "simple_release.lua"],
     simple_renew => ["simple_renew.lua"],
     simple_inspect => ["simple_inspect.lua"],
     fenced_set => ["fenced_set.lua"],
@@ -421,6 +422,8 @@ scripts! {
     redlock_acquire => ["fencing_token.lua", "redlock_acquire.lua"],
     redlock_raise_floor => ["redlock_raise_floor.lua"],
     redlock_extend => ["redlock_extend.lua"],
+    redlock_release => ["redlock_release.lua"],
+    redlock_force_release => ["redlock_force_release.lua"],
     semaphore_acquire => ["semaphore_acquire.lua"],
     semaphore_release => ["semaphore_release.lua"],
     semaphore_add => ["semaphore_add.lua"],

@@ -1,10 +1,12 @@
-//! Typed calls of the simple lock's scripts (`lua/simple_*.lua`) and of the scripts a
-//! Redlock runs on each of its servers (`lua/redlock_*.lua`, and `simple_release.lua`).
+//! Typed calls of the simple lock's scripts (`lua/simple_*.lua`; its wake-up of one
+//! waiting client is shared with `Lock`, see [`wake`](super::wake)) and of the scripts a
+//! Redlock runs on each of its servers (`lua/redlock_*.lua`, and `simple_inspect.lua`).
 
 use std::time::Duration;
 
 use redis::{ParsingError, Value};
 
+use super::wake::{Register, WakeKeys};
 use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, unexpected, unsigned};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::millis;
@@ -36,12 +38,15 @@ impl redis::FromRedisValue for KeyAcquired {
     }
 }
 
-/// `simple_acquire.lua`: `SET key owner NX PX lease`, and a fencing token.
+/// `simple_acquire.lua`: `SET key owner NX PX lease`, and a fencing token; a refused
+/// waiter's client registers in `waiters` (see [`Register`]).
 pub(crate) struct SimpleAcquire<'a> {
     pub(crate) key: &'a str,
     pub(crate) fence: &'a str,
+    pub(crate) waiters: &'a str,
     pub(crate) owner: OwnerId,
     pub(crate) lease: Duration,
+    pub(crate) register: Register<'a>,
 }
 
 impl ScriptCall for SimpleAcquire<'_> {
@@ -54,8 +59,10 @@ impl ScriptCall for SimpleAcquire<'_> {
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key)
             .key(self.fence)
+            .key(self.waiters)
             .arg(self.owner)
             .arg(millis(self.lease));
+        self.register.fill(call);
     }
 
     /// The owner id is the attempt's own: a repeat finds it holding and reports it.
@@ -148,10 +155,11 @@ impl redis::FromRedisValue for Compared {
     }
 }
 
-/// `simple_release.lua`: deletes the key if it holds `owner`, and publishes the release.
+/// `simple_release.lua`: deletes the key if it holds `owner`, and wakes one waiting
+/// client.
 pub(crate) struct SimpleRelease<'a> {
     pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
+    pub(crate) wake: WakeKeys<'a>,
     pub(crate) owner: OwnerId,
 }
 
@@ -163,7 +171,52 @@ impl ScriptCall for SimpleRelease<'_> {
     }
 
     fn fill(&self, call: &mut Invocation) {
+        call.key(self.key);
+        self.wake.fill(call);
+        call.arg(self.owner);
+    }
+}
+
+/// `redlock_release.lua`: deletes one Redlock server's key if it holds `owner`, and
+/// publishes the release.
+pub(crate) struct RedlockRelease<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) channel: &'a str,
+    pub(crate) owner: OwnerId,
+}
+
+impl ScriptCall for RedlockRelease<'_> {
+    type Reply = Compared;
+
+    fn script(&self) -> &'static LuaScript {
+        &SCRIPTS.redlock_release
+    }
+
+    fn fill(&self, call: &mut Invocation) {
         call.key(self.key).key(self.channel).arg(self.owner);
+    }
+}
+
+/// `redlock_force_release.lua`: deletes one Redlock server's key whoever holds it and
+/// publishes the release. Replies whether there was one.
+pub(crate) struct RedlockForceRelease<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) channel: &'a str,
+}
+
+impl ScriptCall for RedlockForceRelease<'_> {
+    type Reply = bool;
+
+    fn script(&self) -> &'static LuaScript {
+        &SCRIPTS.redlock_force_release
+    }
+
+    fn fill(&self, call: &mut Invocation) {
+        call.key(self.key).key(self.channel);
+    }
+
+    fn idempotent(&self) -> bool {
+        true
     }
 }
 

@@ -1,5 +1,6 @@
 #!lua flags=allow-oom
--- Deletes a lock whoever holds it and wakes its waiters.
+-- Deletes a Redlock's key on one of its servers whoever holds it, and publishes the
+-- release (`Redlock::force_unlock`).
 -- allow-oom: what is held must stay renewable and releasable when memory is full, so
 -- this script must never create a key (it only changes or removes existing entries).
 -- KEYS[1]: the lock key
