@@ -179,6 +179,7 @@ pub use crate::locks::rwlock::{
 };
 pub use crate::locks::simple::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard, SimpleLockInfo};
 pub use crate::observe::metrics;
+pub use crate::redis::acks::AofAcks;
 pub use crate::redis::client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
 pub use crate::redis::ids::{OwnerId, PermitId};
 pub use crate::redis::keys::{MAX_NAME_LEN, MAX_NAMESPACE_LEN};
