@@ -145,7 +145,8 @@ pub enum Error {
     /// Append-only file acknowledgements were asked for
     /// ([`ClientBuilder::aof_acks`](crate::ClientBuilder::aof_acks)) and the server cannot
     /// give them: it has no `WAITAOF` (Redis before 7.2), or the master's own file is
-    /// required and it writes none (`appendonly no`). Reported at connect when the
+    /// required and it writes none (`appendonly no`) or never syncs it (`appendfsync
+    /// no`). Reported at connect when the
     /// server lets the client check (`COMMAND INFO`, `CONFIG GET`), else by the first
     /// grant, which is then undone.
     #[error("append-only file acknowledgements are not available: {reason}")]

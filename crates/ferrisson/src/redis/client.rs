@@ -384,8 +384,8 @@ impl ClientBuilder {
     /// master syncs its own at once for a waiting `WAITAOF`.
     ///
     /// The server is checked at connect: one without `WAITAOF`, or with the master's own
-    /// file required and `appendonly no`, is refused with
-    /// [`Error::AofAcksUnavailable`].
+    /// file required and `appendonly no` or `appendfsync no` (it never syncs by itself,
+    /// so it never acknowledges), is refused with [`Error::AofAcksUnavailable`].
     ///
     /// ```no_run
     /// # async fn demo() -> ferrisson::Result<()> {
@@ -684,7 +684,8 @@ async fn check_server_version<C: ConnectionLike + Send>(conn: &mut C) -> Result<
 /// Refuses, with [`Error::AofAcksUnavailable`], a server that cannot give the append-only
 /// file acknowledgements `acks` asks for: one without `WAITAOF` (`COMMAND INFO` knows no
 /// such command: Redis before 7.2), or, with the master's own file required, one that
-/// writes none (`appendonly no`). Never a silent downgrade: a server that does not let
+/// writes none (`appendonly no`) or never syncs it (`appendfsync no`: its `WAITAOF 1`
+/// always times out). Never a silent downgrade: a server that does not let
 /// the client ask (an ACL that forbids `COMMAND` or `CONFIG`) is let through, and its
 /// first `WAITAOF` says what it lacks.
 async fn check_aof_acks<C: ConnectionLike + Send>(
@@ -719,6 +720,7 @@ async fn check_aof_acks<C: ConnectionLike + Send>(
             redis::cmd("CONFIG")
                 .arg("GET")
                 .arg("appendonly")
+                .arg("appendfsync")
                 .query_async(conn)
                 .await;
         match reply {
@@ -727,6 +729,14 @@ async fn check_aof_acks<C: ConnectionLike + Send>(
                     reason: "they require the master's own append-only file and the server \
                              has appendonly off (set appendonly yes, or require replicas' \
                              files only)"
+                        .to_owned(),
+                });
+            }
+            // The server never syncs its file itself: its own WAITAOF never succeeds.
+            Ok(config) if config.get("appendfsync").is_some_and(|v| v == "no") => {
+                return Err(Error::AofAcksUnavailable {
+                    reason: "they require the master's own append-only file and the server \
+                             never syncs it (appendfsync no; set everysec or always)"
                         .to_owned(),
                 });
             }
