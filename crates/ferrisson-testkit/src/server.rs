@@ -68,7 +68,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 /// Which server program a [`RedisServer`] runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum Program {
+pub(crate) enum Program {
     /// [`redis_server_binary`].
     #[default]
     Redis,
@@ -78,7 +78,7 @@ enum Program {
 
 impl Program {
     /// The binary to run and the name to start it under.
-    fn binary(self) -> io::Result<(PathBuf, &'static str)> {
+    pub(crate) fn binary(self) -> io::Result<(PathBuf, &'static str)> {
         match self {
             Self::Redis => Ok((redis_server_binary(), "redis-server")),
             Self::Valkey => Ok((valkey_server_binary()?, "valkey-server")),
@@ -247,16 +247,21 @@ impl RedisServer {
     /// Starts a server from a configuration file with `config` as its first content,
     /// then `args` (a sentinel: `config` monitors a master, `args` is `["--sentinel"]`).
     pub(crate) fn start_with_config(
+        program: Program,
         config: &str,
         args: &[&str],
         protection: &Protection,
     ) -> io::Result<Self> {
-        Self::start_from(Program::Redis, Some(config), args, Vec::new(), protection)
+        Self::start_from(program, Some(config), args, Vec::new(), protection)
     }
 
     /// Starts a server of a protected group (see [`Protection`]).
-    pub(crate) fn start_protected(args: &[&str], protection: &Protection) -> io::Result<Self> {
-        Self::start_from(Program::Redis, None, args, Vec::new(), protection)
+    pub(crate) fn start_protected(
+        program: Program,
+        args: &[&str],
+        protection: &Protection,
+    ) -> io::Result<Self> {
+        Self::start_from(program, None, args, Vec::new(), protection)
     }
 
     fn start_with_env(args: &[&str], env: Vec<(OsString, OsString)>) -> io::Result<Self> {

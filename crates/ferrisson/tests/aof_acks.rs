@@ -3,7 +3,7 @@
 //! may predate `WAITAOF`; `.ci/require-valkey` installs Valkey). A grant counts once the
 //! files required have it on disk, and then survives a restart of the master; a grant
 //! that misses one is refused with `Error::NotPersisted` and given back; a server that
-//! cannot acknowledge is refused at connect.
+//! cannot acknowledge is refused at connect. Sentinel and Cluster: `aof_acks_topologies.rs`.
 
 use std::time::Duration;
 
