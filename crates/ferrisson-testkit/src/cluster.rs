@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::cluster_view::ClusterView;
 use crate::resp::{info_field, text_of};
 use crate::secured::{AclUser, Secured};
-use crate::server::{Protection, free_port};
+use crate::server::{Program, Protection, free_port};
 use crate::wait::poll_until;
 use crate::{CLUSTER_SLOTS, ClientAuth, RedisServer, TestCertificates, key_slot};
 
@@ -70,6 +70,7 @@ pub struct ClusterBuilder {
     node_timeout: Duration,
     args: Vec<String>,
     secured: Secured,
+    program: Program,
 }
 
 impl Default for ClusterBuilder {
@@ -80,11 +81,20 @@ impl Default for ClusterBuilder {
             node_timeout: Duration::from_secs(2),
             args: Vec::new(),
             secured: Secured::default(),
+            program: Program::Redis,
         }
     }
 }
 
 impl ClusterBuilder {
+    /// Runs every node on Valkey ([`valkey_server_binary`](crate::valkey_server_binary))
+    /// instead of `redis-server` (with `.args(&["--appendonly", "yes"])`: a cluster whose
+    /// nodes acknowledge `WAITAOF`). The cluster is still created with `redis-cli`.
+    pub fn valkey(mut self) -> Self {
+        self.program = Program::Valkey;
+        self
+    }
+
     /// How many masters share the 16384 slots (default 3, the least `redis-cli` accepts).
     pub fn masters(mut self, masters: usize) -> Self {
         self.masters = masters;
@@ -138,6 +148,8 @@ impl ClusterBuilder {
     /// does not start, `redis-cli` fails (or is missing), or the cluster does not settle
     /// within 60 seconds.
     pub fn start(self) -> io::Result<RedisCluster> {
+        // Fails here, with its own message, rather than as a failed spawn per port.
+        self.program.binary()?;
         if self.masters < 3 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -172,7 +184,7 @@ impl ClusterBuilder {
         let protection = self.secured.protection(self.secured.user.as_ref());
         let count = self.masters * (1 + self.replicas_per_master);
         let nodes = (0..count)
-            .map(|_| start_node(&args, &protection))
+            .map(|_| start_node(self.program, &args, &protection))
             .collect::<io::Result<Vec<_>>>()?;
         let ids = nodes
             .iter()
@@ -603,13 +615,13 @@ fn no_such_node(node: usize) -> io::Error {
 
 /// Starts one cluster node, choosing its bus port (`cluster-port`) afresh when another
 /// process took the last one: the default (port + 10000) may lie past 65535.
-fn start_node(args: &[&str], protection: &Protection) -> io::Result<RedisServer> {
+fn start_node(program: Program, args: &[&str], protection: &Protection) -> io::Result<RedisServer> {
     let mut last_error = None;
     for _ in 0..BUS_PORT_ATTEMPTS {
         let bus_port = free_port()?.to_string();
         let mut node_args = vec!["--cluster-port", &bus_port];
         node_args.extend_from_slice(args);
-        match RedisServer::start_protected(&node_args, protection) {
+        match RedisServer::start_protected(program, &node_args, protection) {
             Ok(node) => return Ok(node),
             Err(e) => last_error = Some(e),
         }

@@ -13,6 +13,9 @@
 //!
 //! The binary is `redis-server` from `PATH`, or the path in the `FERRISSON_REDIS_SERVER`
 //! environment variable; clusters are created with `redis-cli` (`FERRISSON_REDIS_CLI`).
+//! [`RedisServer::builder`] also starts Valkey servers (`FERRISSON_VALKEY_SERVER`, or
+//! `valkey-server` / Debian's `valkey-check-rdb` from `PATH`; `.ci/require-valkey`
+//! installs it), with an append-only file, as replicas of another server.
 //!
 //! ```no_run
 //! let server = ferrisson_testkit::RedisServer::start().expect("redis-server");
@@ -41,7 +44,7 @@ pub use memory::FullMemory;
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use resp::Reply;
 pub use sentinel::{SentinelBuilder, SentinelGroup};
-pub use server::{RedisServer, redis_server_binary};
+pub use server::{RedisServer, ServerBuilder, redis_server_binary, valkey_server_binary};
 pub use slot::{CLUSTER_SLOTS, key_slot};
 pub use slot_migration::SlotMigration;
 pub use tls::{ClientAuth, TestCertificates, TlsRedisServer, unrelated_ca_pem};

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::resp::{info_field, text_of};
 use crate::secured::{AclUser, Secured};
+use crate::server::Program;
 use crate::wait::poll_until;
 use crate::{ClientAuth, RedisServer, Reply, TestCertificates};
 
@@ -39,6 +40,7 @@ pub struct SentinelBuilder {
     args: Vec<String>,
     secured: Secured,
     sentinel_user: Option<AclUser>,
+    program: Program,
 }
 
 impl Default for SentinelBuilder {
@@ -53,6 +55,7 @@ impl Default for SentinelBuilder {
             args: Vec::new(),
             secured: Secured::default(),
             sentinel_user: None,
+            program: Program::Redis,
         }
     }
 }
@@ -93,6 +96,15 @@ impl SentinelBuilder {
     /// `failover-timeout` (default 5 s): a failover that stalls is retried after twice this.
     pub fn failover_timeout(mut self, timeout: Duration) -> Self {
         self.failover_timeout = timeout;
+        self
+    }
+
+    /// Runs every server and sentinel on Valkey
+    /// ([`valkey_server_binary`](crate::valkey_server_binary)) instead of `redis-server`
+    /// (with `.args(&["--appendonly", "yes"])`: a group whose servers acknowledge
+    /// `WAITAOF`).
+    pub fn valkey(mut self) -> Self {
+        self.program = Program::Valkey;
         self
     }
 
@@ -164,13 +176,19 @@ impl SentinelBuilder {
         args.extend(protection_args.iter().map(String::as_str));
         args.extend(self.args.iter().map(String::as_str));
         let protection = self.secured.protection(self.secured.user.as_ref());
-        let master = RedisServer::start_protected(&args, &protection)?;
+        // Fails here, with its own message, rather than as a failed spawn per port.
+        self.program.binary()?;
+        let master = RedisServer::start_protected(self.program, &args, &protection)?;
         let master_port = master.port().to_string();
         let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
         replica_args.extend_from_slice(&args);
         let mut servers = vec![master];
         for _ in 0..self.replicas {
-            servers.push(RedisServer::start_protected(&replica_args, &protection)?);
+            servers.push(RedisServer::start_protected(
+                self.program,
+                &replica_args,
+                &protection,
+            )?);
         }
         let name = &self.master_name;
         let mut config = format!(
@@ -200,8 +218,12 @@ impl SentinelBuilder {
         let sentinel_protection = self.secured.protection(self.sentinel_user.as_ref());
         let sentinels = (0..self.sentinels)
             .map(|_| {
-                let sentinel =
-                    RedisServer::start_with_config(&config, &sentinel_args, &sentinel_protection)?;
+                let sentinel = RedisServer::start_with_config(
+                    self.program,
+                    &config,
+                    &sentinel_args,
+                    &sentinel_protection,
+                )?;
                 speed_up(&sentinel)?;
                 Ok(sentinel)
             })

@@ -106,7 +106,10 @@
 //! forgotten by the new one, which may grant the lock again: two holders, the older one
 //! refused by its fencing token where the storage checks it.
 //! [`ClientBuilder::replica_acks`] closes most of that window by counting a grant or a
-//! renewal only once enough replicas have it (`docs/SAFETY.md` has the measured cases).
+//! renewal only once enough replicas have it (`docs/SAFETY.md` has the measured cases);
+//! [`ClientBuilder::aof_acks`] counts it only once the append-only files of the master
+//! and/or replicas have it on disk (`WAITAOF`, Redis 7.2 or newer), so that it also
+//! survives their restarts.
 //!
 //! ```no_run
 //! # async fn demo() -> ferrisson::Result<()> {
@@ -179,6 +182,7 @@ pub use crate::locks::rwlock::{
 };
 pub use crate::locks::simple::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard, SimpleLockInfo};
 pub use crate::observe::metrics;
+pub use crate::redis::acks::AofAcks;
 pub use crate::redis::client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
 pub use crate::redis::ids::{OwnerId, PermitId};
 pub use crate::redis::keys::{MAX_NAME_LEN, MAX_NAMESPACE_LEN};

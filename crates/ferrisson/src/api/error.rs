@@ -128,6 +128,33 @@ pub enum Error {
         wanted: u32,
     },
 
+    /// A grant or renewal was written on the master but not every append-only file
+    /// required had it on disk in time ([`ClientBuilder::aof_acks`](crate::ClientBuilder::aof_acks)):
+    /// a restart could lose it, so it is not reported as done. A grant is undone.
+    #[error("the write was not on disk in every append-only file required in time ({})", aof_shortfall(*local, *acked, *wanted))]
+    NotPersisted {
+        /// The master's own file: `None` when it was not required, else whether it had
+        /// the write on disk.
+        local: Option<bool>,
+        /// Replicas whose files had it on disk.
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
+
+    /// Append-only file acknowledgements were asked for
+    /// ([`ClientBuilder::aof_acks`](crate::ClientBuilder::aof_acks)) and the server cannot
+    /// give them: it has no `WAITAOF` (Redis before 7.2), or the master's own file is
+    /// required and it writes none (`appendonly no`) or never syncs it (`appendfsync
+    /// no`). Reported at connect when the
+    /// server lets the client check (`COMMAND INFO`, `CONFIG GET`), else by the first
+    /// grant, which is then undone.
+    #[error("append-only file acknowledgements are not available: {reason}")]
+    AofAcksUnavailable {
+        /// What the server lacks.
+        reason: String,
+    },
+
     /// A holder of a read-write lock's read side asked for its write side. Waiting would
     /// deadlock against any other reader doing the same, so it is refused at once:
     /// release the read guards first, or take the write side first and read inside it.
@@ -199,6 +226,17 @@ fn lowercase_sentence(text: &str) -> String {
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What [`Error::NotPersisted`] says had the write: `master: no, replicas: 0 of 1`.
+fn aof_shortfall(local: Option<bool>, acked: u32, wanted: u32) -> String {
+    let master = local.map(|on_disk| format!("master: {}", if on_disk { "yes" } else { "no" }));
+    let replicas = (wanted > 0).then(|| format!("replicas: {acked} of {wanted}"));
+    [master, replicas]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl Error {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidArgument(message.into())
@@ -220,7 +258,9 @@ impl Error {
     /// master failing over, a slot moving, replicas not yet back to acknowledge a
     /// grant): another try later may succeed.
     pub(crate) fn is_transient(&self) -> bool {
-        if self.is_connection_error() || matches!(self, Self::NotReplicated { .. }) {
+        if self.is_connection_error()
+            || matches!(self, Self::NotReplicated { .. } | Self::NotPersisted { .. })
+        {
             return true;
         }
         matches!(
@@ -237,6 +277,18 @@ impl Error {
                         | redis::ServerErrorKind::Ask
                 ) | redis::ErrorKind::ClusterConnectionNotFound
             )
+        )
+    }
+
+    /// True when a grant or renewal was written on the master but does not count: too
+    /// few acknowledged it, or the server could not acknowledge it at all. An acquire
+    /// that gets it gives the grant back.
+    pub(crate) fn is_unacknowledged(&self) -> bool {
+        matches!(
+            self,
+            Self::NotReplicated { .. }
+                | Self::NotPersisted { .. }
+                | Self::AofAcksUnavailable { .. }
         )
     }
 
@@ -294,6 +346,14 @@ mod tests {
                 acked: 0,
                 wanted: 1,
             },
+            Error::NotPersisted {
+                local: Some(false),
+                acked: 0,
+                wanted: 1,
+            },
+            Error::AofAcksUnavailable {
+                reason: "the server has no WAITAOF".into(),
+            },
         ]
     }
 
@@ -318,6 +378,25 @@ mod tests {
             refused,
             "cannot connect to redis://127.0.0.1:1: connection refused"
         );
+    }
+
+    #[test]
+    fn an_aof_shortfall_says_which_files_had_the_write() {
+        let message = |local, acked, wanted| {
+            Error::NotPersisted {
+                local,
+                acked,
+                wanted,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            message(Some(true), 0, 1),
+            "the write was not on disk in every append-only file required in time \
+             (master: yes, replicas: 0 of 1)"
+        );
+        assert!(message(Some(false), 0, 0).ends_with("(master: no)"));
+        assert!(message(None, 1, 2).ends_with("(replicas: 1 of 2)"));
     }
 
     #[test]

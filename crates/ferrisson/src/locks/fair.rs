@@ -562,8 +562,10 @@ impl FairLock {
                         keepalive: lock.keepalive,
                     })
                     .await;
-                if let Err(Error::NotReplicated { .. }) = &reply {
-                    // Granted, but not on enough replicas: give it back.
+                if let Err(e) = &reply
+                    && e.is_unacknowledged()
+                {
+                    // Granted, but not acknowledged as required: give it back.
                     let release = ReleaseFair {
                         lock: lock.clone(),
                         lease,

@@ -477,7 +477,16 @@ impl Lock {
                 };
                 // On an error the script may have run before the connection failed:
                 // `undo` removes this attempt's owner if it did.
-                let reply = self.client.connection().run(&call).await?;
+                let reply = match self.client.connection().run(&call).await {
+                    Ok(reply) => reply,
+                    Err(e) if e.is_unacknowledged() => {
+                        // Granted, but not acknowledged as required: give it back before
+                        // reporting it.
+                        let _ = undo.run_now().await;
+                        return Err(e);
+                    }
+                    Err(e) => return Err(e),
+                };
                 undo.disarm();
                 reply
             }
@@ -505,8 +514,10 @@ impl Lock {
                                 register: waiting.register(&client),
                             })
                             .await;
-                        if let Err(Error::NotReplicated { .. }) = &reply {
-                            // Granted, but not on enough replicas: give it back.
+                        if let Err(e) = &reply
+                            && e.is_unacknowledged()
+                        {
+                            // Granted, but not acknowledged as required: give it back.
                             let release = ReleaseLock {
                                 keys: keys.clone(),
                                 wake: wake.clone(),

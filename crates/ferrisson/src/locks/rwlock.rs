@@ -642,8 +642,10 @@ impl RwLock {
                         intent: WRITE_INTENT,
                     })
                     .await;
-                if let Err(Error::NotReplicated { .. }) = &reply {
-                    // Granted, but not on enough replicas: give it back.
+                if let Err(e) = &reply
+                    && e.is_unacknowledged()
+                {
+                    // Granted, but not acknowledged as required: give it back.
                     let release = ReleaseSide {
                         lock: lock.clone(),
                         side,

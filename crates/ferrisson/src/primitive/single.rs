@@ -78,7 +78,15 @@ where
         },
     );
     let sent_at = Instant::now();
-    let reply = send(owner, lease).await?;
+    let reply = match send(owner, lease).await {
+        Ok(reply) => reply,
+        Err(e) if e.is_unacknowledged() => {
+            // Granted, but not acknowledged as required: give it back before reporting it.
+            let _ = undo.run_now().await;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     undo.disarm();
     match reply {
         SingleAnswer::Held { pttl } => Ok(Attempt::held(pttl)),

@@ -12,9 +12,10 @@ use crate::api::error::{Error, Result, redis_reason};
 use crate::api::lease::validate_lease;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::{ClassFn, Classes, Probe};
+use crate::redis::acks::{Acknowledgements, AofAcks, AofWait, ReplicaAcks};
+use crate::redis::connection::Connection;
 use crate::redis::connection::cluster::ClusterNodes;
 use crate::redis::connection::sentinel::{SentinelCredentials, SentinelMaster};
-use crate::redis::connection::{Connection, ReplicaAcks};
 use crate::redis::endpoint::{Endpoint, redact_url};
 use crate::redis::holds::Holds;
 use crate::redis::keys::{Keys, validate_namespace};
@@ -164,7 +165,7 @@ pub struct ClientBuilder {
     tls: Option<TlsConfig>,
     metrics_class: Option<ClassFn>,
     sentinel_credentials: SentinelCredentials,
-    replica_acks: Option<ReplicaAcks>,
+    acks: Acknowledgements,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -178,7 +179,8 @@ impl fmt::Debug for ClientBuilder {
             .field("reconnect_retries", &self.reconnect_retries)
             .field("tls", &self.tls)
             .field("metrics_class", &self.metrics_class.is_some())
-            .field("replica_acks", &self.replica_acks)
+            .field("replica_acks", &self.acks.replicas)
+            .field("aof_acks", &self.acks.aof)
             .field(
                 "sentinel_credentials",
                 &self.sentinel_credentials.password.as_ref().map(|_| "<set>"),
@@ -199,7 +201,7 @@ impl ClientBuilder {
             tls: None,
             metrics_class: None,
             sentinel_credentials: SentinelCredentials::default(),
-            replica_acks: None,
+            acks: Acknowledgements::default(),
         }
     }
 
@@ -355,7 +357,50 @@ impl ClientBuilder {
     /// # let _ = client; Ok(()) }
     /// ```
     pub fn replica_acks(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replica_acks = Some(ReplicaAcks { replicas, timeout });
+        self.acks.replicas = Some(ReplicaAcks { replicas, timeout });
+        self
+    }
+
+    /// Requires every grant and every renewal of a lock to be on disk in the append-only
+    /// files `acks` names (the master's own, `n` replicas', or both) within `timeout`
+    /// (`WAITAOF`) before it counts (default: none). Needs `WAITAOF`: Redis 7.2 or newer
+    /// (or Valkey), with `appendonly yes` on every server whose file is required.
+    ///
+    /// A grant that fewer files had on disk in time is undone and reported as
+    /// [`Error::NotPersisted`]; a renewal that fewer had counts as failed, so a holder's
+    /// lease is extended only by renewals on disk where required. Then a restart of the
+    /// master, or of a replica that acknowledged, keeps every lock its holders believe
+    /// they hold, as far as the server's `appendfsync` policy keeps its file (see
+    /// `docs/SAFETY.md` for what it does not cover: a failover to a replica that was not
+    /// among those counted, clocks). Costs the disks' round trip on every grant and
+    /// renewal; waits, releases and reads are unchanged.
+    ///
+    /// Replicas count once their file has the write on disk, so a replica count here
+    /// also gives what [`ClientBuilder::replica_acks`] gives for as many replicas; with
+    /// both set, the `WAIT` is sent only when it asks for more replicas than this, and
+    /// the two timeouts together must fit in a third of the watchdog lease. With
+    /// `appendfsync everysec` (the default) a replica syncs its file about once a
+    /// second, so a timeout under a second fails most grants that count replicas; the
+    /// master syncs its own at once for a waiting `WAITAOF`.
+    ///
+    /// The server is checked at connect: one without `WAITAOF`, or with the master's own
+    /// file required and `appendonly no` or `appendfsync no` (it never syncs by itself,
+    /// so it never acknowledges), is refused with [`Error::AofAcksUnavailable`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ferrisson::Result<()> {
+    /// use std::time::Duration;
+    /// use ferrisson::AofAcks;
+    ///
+    /// // The master's own file and one replica's, within 1.5 s.
+    /// let client = ferrisson::Client::builder("redis+sentinel://10.0.0.1,10.0.0.2,10.0.0.3/shop")
+    ///     .aof_acks(AofAcks::local().and_replicas(1), Duration::from_millis(1500))
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn aof_acks(mut self, acks: AofAcks, timeout: Duration) -> Self {
+        self.acks.aof = Some(AofWait { acks, timeout });
         self
     }
 
@@ -370,7 +415,9 @@ impl ClientBuilder {
     /// unusable TLS settings, a bad namespace, a zero timeout or lease,
     /// [`Error::Connect`] when the server cannot be reached, does not answer within the
     /// connect timeout, or refuses the TLS handshake or the credentials,
-    /// [`Error::UnsupportedServer`] when it is older than Redis 7.0.
+    /// [`Error::UnsupportedServer`] when it is older than Redis 7.0,
+    /// [`Error::AofAcksUnavailable`] when [`ClientBuilder::aof_acks`] asks for what it
+    /// cannot give.
     pub async fn connect(self) -> Result<Client> {
         let redacted_url = redact_url(&self.url);
         self.validate()?;
@@ -404,7 +451,7 @@ impl ClientBuilder {
                 )
                 .await
                 .map_err(connect_error)?;
-                check_server(&mut conn, &connect_error).await?;
+                check_server(&mut conn, self.acks.aof, &connect_error).await?;
                 Connection::single(conn)
             }
             Endpoint::Sentinel {
@@ -423,7 +470,7 @@ impl ClientBuilder {
                 )
                 .await
                 .map_err(|e| connect_failure(e, &connect_error))?;
-                check_server(&mut master.manager(), &connect_error).await?;
+                check_server(&mut master.manager(), self.acks.aof, &connect_error).await?;
                 Connection::sentinel(master)
             }
             Endpoint::Cluster { seeds } => {
@@ -437,12 +484,12 @@ impl ClientBuilder {
                 )
                 .await
                 .map_err(|e| connect_failure(e, &connect_error))?;
-                check_server(&mut nodes.commands(), &connect_error).await?;
+                check_server(&mut nodes.commands(), self.acks.aof, &connect_error).await?;
                 Connection::cluster(nodes)
             }
         };
 
-        let connection = connection.with_replica_acks(self.replica_acks);
+        let connection = connection.with_acknowledgements(self.acks);
         // Here rather than once per process: a recorder installed after the first client
         // connected still learns what each metric means.
         crate::observe::metrics::describe();
@@ -475,22 +522,7 @@ impl ClientBuilder {
         if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
             return Err(Error::invalid("timeouts must be greater than zero"));
         }
-        if let Some(acks) = self.replica_acks {
-            if acks.replicas == 0 {
-                return Err(Error::invalid(
-                    "replica acknowledgements need at least 1 replica",
-                ));
-            }
-            if acks.timeout.is_zero() || acks.timeout > self.watchdog_lease / 3 {
-                return Err(Error::invalid(format!(
-                    "the replica acknowledgement timeout must be above zero and at most a third \
-                     of the watchdog lease ({:?}), got {:?}",
-                    self.watchdog_lease / 3,
-                    acks.timeout
-                )));
-            }
-        }
-        Ok(())
+        self.acks.validate(self.watchdog_lease)
     }
 
     /// The redis-rs client for one server and the TLS settings, RESP3.
@@ -593,14 +625,18 @@ fn connect_failure(e: Error, connect_error: &impl Fn(redis::RedisError) -> Error
     }
 }
 
-/// The start-up checks on the connection: server version, scripts loaded, eviction
-/// policy.
+/// The start-up checks on the connection: server version, what the append-only file
+/// acknowledgements need, scripts loaded, eviction policy.
 async fn check_server<C: ConnectionLike + Send>(
     conn: &mut C,
+    aof: Option<AofWait>,
     connect_error: &impl Fn(redis::RedisError) -> Error,
 ) -> Result<()> {
     // Before the scripts: an old server would fail them with a Lua compile error.
-    check_server_version(conn).await?;
+    let version = check_server_version(conn).await?;
+    if let Some(aof) = aof {
+        check_aof_acks(conn, aof.acks, version.as_deref()).await?;
+    }
     scripts::preload(conn)
         .await
         .map_err(|e| connect_failure(e, connect_error))?;
@@ -612,12 +648,13 @@ async fn check_server<C: ConnectionLike + Send>(
 /// shebang (`#!lua flags=allow-oom`, ...).
 const MIN_SERVER_MAJOR: u32 = 7;
 
-/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`].
+/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`]; returns the
+/// version it reported.
 ///
 /// Reads the version from `HELLO`, not `INFO`: an ACL may forbid `INFO`, but not `HELLO`,
 /// which the RESP3 connection itself needed to start. A reply without a readable version
 /// does not block the connect (the script load then shows what the server lacks).
-async fn check_server_version<C: ConnectionLike + Send>(conn: &mut C) -> Result<()> {
+async fn check_server_version<C: ConnectionLike + Send>(conn: &mut C) -> Result<Option<String>> {
     // `HELLO 3` on a RESP3 connection switches nothing; `HELLO` without arguments would
     // be simpler but needs 6.2, and a 6.0 server must get the version error too.
     let reply: redis::RedisResult<std::collections::HashMap<String, redis::Value>> =
@@ -630,16 +667,82 @@ async fn check_server_version<C: ConnectionLike + Send>(conn: &mut C) -> Result<
             }
             other => {
                 tracing::debug!(reply = ?other, "HELLO gave no readable server version");
-                return Ok(());
+                return Ok(None);
             }
         },
         Err(e) => {
             tracing::debug!(error = %e, "HELLO failed; server version not checked");
-            return Ok(());
+            return Ok(None);
         }
     };
     if version_too_old(&version) {
         return Err(Error::UnsupportedServer { version });
+    }
+    Ok(Some(version))
+}
+
+/// Refuses, with [`Error::AofAcksUnavailable`], a server that cannot give the append-only
+/// file acknowledgements `acks` asks for: one without `WAITAOF` (`COMMAND INFO` knows no
+/// such command: Redis before 7.2), or, with the master's own file required, one that
+/// writes none (`appendonly no`) or never syncs it (`appendfsync no`: its `WAITAOF 1`
+/// always times out). Never a silent downgrade: a server that does not let
+/// the client ask (an ACL that forbids `COMMAND` or `CONFIG`) is let through, and its
+/// first `WAITAOF` says what it lacks.
+async fn check_aof_acks<C: ConnectionLike + Send>(
+    conn: &mut C,
+    acks: AofAcks,
+    version: Option<&str>,
+) -> Result<()> {
+    let reply: redis::RedisResult<Vec<redis::Value>> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("WAITAOF")
+        .query_async(conn)
+        .await;
+    match reply {
+        // One entry per command asked about: nil for a command the server does not know.
+        Ok(entries)
+            if entries
+                .first()
+                .is_none_or(|e| matches!(e, redis::Value::Nil)) =>
+        {
+            return Err(Error::AofAcksUnavailable {
+                reason: format!(
+                    "they need WAITAOF (Redis 7.2 or newer), which the server{} does not have",
+                    version.map_or_else(String::new, |v| format!(" (version {v})"))
+                ),
+            });
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!(error = %e, "COMMAND INFO failed; WAITAOF not checked"),
+    }
+    if acks.local_required() {
+        let reply: redis::RedisResult<std::collections::HashMap<String, String>> =
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("appendonly")
+                .arg("appendfsync")
+                .query_async(conn)
+                .await;
+        match reply {
+            Ok(config) if config.get("appendonly").is_some_and(|v| v == "no") => {
+                return Err(Error::AofAcksUnavailable {
+                    reason: "they require the master's own append-only file and the server \
+                             has appendonly off (set appendonly yes, or require replicas' \
+                             files only)"
+                        .to_owned(),
+                });
+            }
+            // The server never syncs its file itself: its own WAITAOF never succeeds.
+            Ok(config) if config.get("appendfsync").is_some_and(|v| v == "no") => {
+                return Err(Error::AofAcksUnavailable {
+                    reason: "they require the master's own append-only file and the server \
+                             never syncs it (appendfsync no; set everysec or always)"
+                        .to_owned(),
+                });
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "CONFIG GET appendonly failed; not checked"),
+        }
     }
     Ok(())
 }

@@ -29,7 +29,8 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, Value};
 
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, Result, redis_reason};
+use crate::redis::acks::{Acknowledgements, AofWait, ReplicaAcks};
 use crate::redis::scripts::{Invocation, LuaScript, ScriptCall};
 
 pub(crate) mod cluster;
@@ -47,15 +48,7 @@ const NOT_EXECUTED_ATTEMPTS: u32 = 8;
 #[derive(Clone)]
 pub(crate) struct Connection {
     topology: Arc<Topology>,
-    replica_acks: Option<ReplicaAcks>,
-}
-
-/// How many replicas must acknowledge a grant or a renewal, and how long to wait for them
-/// (`WAIT numreplicas timeout` after the write, on the same server).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ReplicaAcks {
-    pub(crate) replicas: u32,
-    pub(crate) timeout: Duration,
+    acks: Acknowledgements,
 }
 
 /// Where the client's commands go.
@@ -85,13 +78,13 @@ impl Connection {
     fn new(topology: Topology) -> Self {
         Self {
             topology: Arc::new(topology),
-            replica_acks: None,
+            acks: Acknowledgements::default(),
         }
     }
 
     /// The same connection, requiring `acks` for every grant and renewal.
-    pub(crate) fn with_replica_acks(mut self, acks: Option<ReplicaAcks>) -> Self {
-        self.replica_acks = acks;
+    pub(crate) fn with_acknowledgements(mut self, acks: Acknowledgements) -> Self {
+        self.acks = acks;
         self
     }
 
@@ -113,19 +106,44 @@ impl Connection {
             .await?;
         let reply =
             C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))?;
-        if let Some(acks) = self.replica_acks
-            && call.wrote_a_hold(&reply)
-        {
-            let acked = self.wait_for_replicas(acks, evalsha.first_key()).await?;
-            if acked < acks.replicas {
-                return Err(Error::NotReplicated {
-                    acked,
-                    wanted: acks.replicas,
-                });
-            }
+        if !self.acks.is_none() && call.wrote_a_hold(&reply) {
+            self.acknowledge(evalsha.first_key()).await?;
         }
         evalsha.recycle();
         Ok(reply)
+    }
+
+    /// Waits for the acknowledgements a grant or a renewal needs (`WAIT`, then
+    /// `WAITAOF`), on the server that ran the write for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReplicated`] or [`Error::NotPersisted`] when fewer acknowledged in
+    /// time; [`Error::AofAcksUnavailable`] when the server refuses `WAITAOF` (it has no
+    /// such command, or no append-only file of its own).
+    async fn acknowledge(&self, key: Option<&[u8]>) -> Result<()> {
+        if let Some(wait) = self.acks.wait() {
+            let acked = self.wait_for_replicas(wait, key).await?;
+            if acked < wait.replicas {
+                return Err(Error::NotReplicated {
+                    acked,
+                    wanted: wait.replicas,
+                });
+            }
+        }
+        if let Some(aof) = self.acks.aof {
+            let (local, acked) = self.wait_for_aof(aof, key).await?;
+            let wanted = aof.acks.replicas_required();
+            let local = aof.acks.local_required().then_some(local);
+            if local == Some(false) || acked < wanted {
+                return Err(Error::NotPersisted {
+                    local,
+                    acked,
+                    wanted,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `WAIT` on the server that ran the last write for `key`: how many replicas have
@@ -134,16 +152,44 @@ impl Connection {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(acks.replicas)
             .arg(crate::api::lease::millis(acks.timeout));
-        let acked: i64 = match &*self.topology {
+        let acked: i64 = self.query_where_written(cmd, key).await?;
+        Ok(u32::try_from(acked).unwrap_or(0))
+    }
+
+    /// `WAITAOF` on the server that ran the last write for `key`: whether its own
+    /// append-only file has every write this connection sent so far on disk, and how many
+    /// replicas' files have them.
+    async fn wait_for_aof(&self, aof: AofWait, key: Option<&[u8]>) -> Result<(bool, u32)> {
+        let mut cmd = redis::cmd("WAITAOF");
+        cmd.arg(u8::from(aof.acks.local_required()))
+            .arg(aof.acks.replicas_required())
+            .arg(crate::api::lease::millis(aof.timeout));
+        let (local, replicas): (i64, i64) = match self.query_where_written(cmd, key).await {
+            Ok(counts) => counts,
+            Err(Error::Redis(e)) if refuses_waitaof(&e) => {
+                return Err(Error::AofAcksUnavailable {
+                    reason: format!("WAITAOF was refused: {}", redis_reason(&e)),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((local > 0, u32::try_from(replicas).unwrap_or(0)))
+    }
+
+    /// Sends `cmd` to the server that ran the last call routed by `key`, on the
+    /// connection that carried it (`WAIT` and `WAITAOF` count that connection's writes):
+    /// on a cluster, the master of the key's slot.
+    async fn query_where_written<T: FromRedisValue>(
+        &self,
+        cmd: Cmd,
+        key: Option<&[u8]>,
+    ) -> Result<T> {
+        let value: Value = match &*self.topology {
             Topology::Single(manager) => cmd.query_async(&mut manager.clone()).await?,
             Topology::Sentinel(master) => cmd.query_async(&mut master.manager()).await?,
-            Topology::Cluster(nodes) => {
-                let reply = Box::pin(nodes.send_to_master_of(cmd, key)).await?;
-                FromRedisValue::from_redis_value(reply)
-                    .map_err(|e| Error::Protocol(e.to_string()))?
-            }
+            Topology::Cluster(nodes) => Box::pin(nodes.send_to_master_of(cmd, key)).await?,
         };
-        Ok(u32::try_from(acked).unwrap_or(0))
+        T::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
     }
 
     /// Runs a command that may run twice without harm (a read; an id counter's `INCRBY`,
@@ -373,6 +419,16 @@ fn was_not_executed(e: &RedisError) -> bool {
                 | ServerErrorKind::BusyLoading
                 | ServerErrorKind::ReadOnly
         )
+    )
+}
+
+/// The server answered `WAITAOF` with a refusal that no retry changes: an unknown
+/// command (a server before Redis 7.2), an append-only file it does not write
+/// (`appendonly no` with the master's own file required), a command the ACL forbids.
+fn refuses_waitaof(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::ResponseError | ServerErrorKind::NoPerm)
     )
 }
 
