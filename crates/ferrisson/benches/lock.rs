@@ -27,8 +27,9 @@
 //!   driven by redis-rs alone (one multiplexed connection, `EVALSHA` through
 //!   `redis::Script`, no ferrisson code), one guarantee more on each rung: `SET NX PX`
 //!   inside a minimal script; plus the library's fencing token (`lua/fencing_token.lua`);
-//!   `SimpleLock`'s own two scripts; `Lock`'s own two scripts (`fresh` mode, no waiter
-//!   registration, a release id per release). A raw row is the least any client can spend
+//!   `SimpleLock`'s own two scripts; the fenced acquire with `Lock`'s re-entrant hold hash
+//!   (its free-lock path alone, released without marker or wake-up); `Lock`'s own two
+//!   scripts (`fresh` mode, no waiter registration, a release id per release). A raw row is the least any client can spend
 //!   with those scripts, so `SimpleLock` / its raw row is the library's client overhead
 //!   and the raw row / the floor the cost of the guarantees in Redis. The raw texts are
 //!   the library's files joined as the library joins them (`common/scripts.rs`), checked
@@ -120,6 +121,31 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(run(&config, &deployment))
 }
 
+/// The hold-hash rung's acquire, after `fencing_token.lua`: the free-lock path of
+/// `lock_acquire.lua` alone (a re-entrant hold hash `{owner: count, fence: token}` with a
+/// lease), no re-entry branches, no waiter registration.
+const HASH_ACQUIRE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then
+  local token, text = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, token, 1}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+";
+/// The hold-hash rung's release: one hold of the hash, no release-id marker, no wake-up.
+const HASH_RELEASE: &str = "#!lua flags=allow-oom
+local count = redis.call('HGET', KEYS[1], ARGV[1])
+if not count then
+  return 0
+end
+if tonumber(count) > 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+  return 2
+end
+redis.call('DEL', KEYS[1])
+return 1
+";
+
 /// The locks compared in the uncontended tables.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -141,14 +167,18 @@ enum Rung {
     Fenced,
     /// `SimpleLock`'s own acquire and release scripts.
     SimpleScripts,
+    /// The fenced acquire with a re-entrant hold hash instead of a string (`Lock`'s
+    /// free-lock path), released by a plain hash compare-and-delete.
+    HoldHash,
     /// `Lock`'s own acquire and release scripts.
     LockScripts,
 }
 
-const RUNGS: [Rung; 4] = [
+const RUNGS: [Rung; 5] = [
     Rung::ScriptSet,
     Rung::Fenced,
     Rung::SimpleScripts,
+    Rung::HoldHash,
     Rung::LockScripts,
 ];
 
@@ -177,6 +207,7 @@ impl Kind {
             Self::Raw(Rung::ScriptSet) => "raw: SET NX PX in a script + CAD script",
             Self::Raw(Rung::Fenced) => "raw: + fencing token (`fencing_token.lua`)",
             Self::Raw(Rung::SimpleScripts) => "raw: `SimpleLock`'s scripts",
+            Self::Raw(Rung::HoldHash) => "raw: fenced + re-entrant hold hash",
             Self::Raw(Rung::LockScripts) => "raw: `Lock`'s scripts",
             Self::Simple => "`SimpleLock`",
             Self::Lock => "`Lock` (watchdog)",
@@ -190,6 +221,7 @@ impl Kind {
             Self::Raw(Rung::ScriptSet) => "script-set",
             Self::Raw(Rung::Fenced) => "fenced",
             Self::Raw(Rung::SimpleScripts) => "simple-raw",
+            Self::Raw(Rung::HoldHash) => "hash-raw",
             Self::Raw(Rung::LockScripts) => "lock-raw",
             Self::Simple => "simple",
             Self::Lock => "lock",
@@ -214,6 +246,8 @@ struct RawScripts {
     fenced_set: redis::Script,
     simple_acquire: redis::Script,
     simple_release: redis::Script,
+    hash_acquire: redis::Script,
+    hash_release: redis::Script,
     lock_acquire: redis::Script,
     lock_release: redis::Script,
 }
@@ -225,6 +259,8 @@ impl RawScripts {
             fenced_set: redis::Script::new(&lua::with_fencing_token(FENCED_SET)),
             simple_acquire: redis::Script::new(lua::SIMPLE_ACQUIRE),
             simple_release: redis::Script::new(lua::SIMPLE_RELEASE),
+            hash_acquire: redis::Script::new(&lua::with_fencing_token(HASH_ACQUIRE)),
+            hash_release: redis::Script::new(HASH_RELEASE),
             lock_acquire: redis::Script::new(lua::LOCK_ACQUIRE),
             lock_release: redis::Script::new(lua::LOCK_RELEASE),
         }
@@ -246,6 +282,7 @@ impl RawScripts {
             Rung::ScriptSet => (&self.script_set, cad),
             Rung::Fenced => (&self.fenced_set, cad),
             Rung::SimpleScripts => (&self.simple_acquire, &self.simple_release),
+            Rung::HoldHash => (&self.hash_acquire, &self.hash_release),
             Rung::LockScripts => (&self.lock_acquire, &self.lock_release),
         };
         (acquire.clone(), release.clone())
@@ -380,7 +417,9 @@ async fn raw_pair(
     let mut call = acquire.key(&keys.lock);
     match rung {
         Rung::ScriptSet => call.arg(&owner).arg(lease),
-        Rung::Fenced | Rung::SimpleScripts => call.key(&keys.fence).arg(&owner).arg(lease),
+        Rung::Fenced | Rung::SimpleScripts | Rung::HoldHash => {
+            call.key(&keys.fence).arg(&owner).arg(lease)
+        }
         Rung::LockScripts => call
             .key(&keys.fence)
             .key(&keys.waiters)
@@ -394,7 +433,7 @@ async fn raw_pair(
     anyhow::ensure!(granted(&reply), "{} not acquired: {reply:?}", keys.lock);
     let mut call = release.key(&keys.lock);
     match rung {
-        Rung::ScriptSet | Rung::Fenced => call.arg(&owner),
+        Rung::ScriptSet | Rung::Fenced | Rung::HoldHash => call.arg(&owner),
         Rung::SimpleScripts => call.key(&keys.channel).arg(&owner),
         Rung::LockScripts => call
             .key(&keys.waiters)
@@ -536,7 +575,8 @@ async fn distinct_keys(
         (Kind::Raw(Rung::ScriptSet), Kind::Floor),
         (Kind::Raw(Rung::Fenced), Kind::Raw(Rung::ScriptSet)),
         (Kind::Raw(Rung::SimpleScripts), Kind::Raw(Rung::Fenced)),
-        (Kind::Raw(Rung::LockScripts), Kind::Raw(Rung::Fenced)),
+        (Kind::Raw(Rung::HoldHash), Kind::Raw(Rung::Fenced)),
+        (Kind::Raw(Rung::LockScripts), Kind::Raw(Rung::HoldHash)),
     ]
     .into_iter()
     .filter_map(|(row, reference)| Some((index(row)?, index(reference)?)))

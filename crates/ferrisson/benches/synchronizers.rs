@@ -12,6 +12,8 @@
 //!   least any client can spend with those scripts, so the primitive / its raw row is
 //!   the library's client overhead and the raw row / the floor the scripts' cost in
 //!   Redis (texts from `common/scripts.rs`, checked against what the library loaded);
+//!   and the floor's `DECR` and `INCR` each in a minimal script, to tell what being a
+//!   script costs from what the semaphores' checks cost;
 //! - latch wake-up: time from sending the final `count_down` to the waiter (on another
 //!   client) returning, against a raw `PUBLISH` -> RESP3 push on a subscribed redis-rs
 //!   connection and against one `PING` round trip.
@@ -60,6 +62,10 @@ macro_rules! pairs_loop {
 /// The library's semaphore scripts, for the raw rows.
 #[derive(Clone)]
 struct RawScripts {
+    /// The floor's `DECR` and `INCR`, each in a minimal script (with the shebangs of the
+    /// semaphore's scripts): what being a script costs at all.
+    minimal_acquire: redis::Script,
+    minimal_release: redis::Script,
     semaphore_acquire: redis::Script,
     semaphore_release: redis::Script,
     xsem_acquire: redis::Script,
@@ -69,6 +75,12 @@ struct RawScripts {
 impl RawScripts {
     fn new() -> Self {
         Self {
+            minimal_acquire: redis::Script::new(
+                "#!lua\nredis.call('DECRBY', KEYS[1], ARGV[1])\nreturn 1\n",
+            ),
+            minimal_release: redis::Script::new(
+                "#!lua flags=allow-oom\nredis.call('INCRBY', KEYS[1], ARGV[1])\nreturn 1\n",
+            ),
             semaphore_acquire: redis::Script::new(lua::SEMAPHORE_ACQUIRE),
             semaphore_release: redis::Script::new(lua::SEMAPHORE_RELEASE),
             xsem_acquire: redis::Script::new(lua::XSEM_ACQUIRE),
@@ -87,24 +99,19 @@ impl RawScripts {
     }
 }
 
-/// One acquire + release of one permit through `Semaphore`'s scripts called raw, with the
-/// KEYS and ARGV of the library's typed calls (`src/redis/scripts/semaphore.rs`): the
-/// counter `{name}`, the release channel `{name}:released`, one permit.
+/// One acquire + release of one permit through `Semaphore`'s scripts called raw (or the
+/// minimal ones), with the KEYS and ARGV of the library's typed calls
+/// (`src/redis/scripts/semaphore.rs`): the counter `{name}`, the release channel
+/// `{name}:released`, one permit.
 async fn raw_semaphore_pair(
     conn: &mut MultiplexedConnection,
-    scripts: &RawScripts,
+    (acquire, release): (&redis::Script, &redis::Script),
     name: &str,
 ) -> anyhow::Result<()> {
     let (counter, channel) = (format!("{{{name}}}"), format!("{{{name}}}:released"));
-    let taken: i64 = scripts
-        .semaphore_acquire
-        .key(&counter)
-        .arg(1)
-        .invoke_async(conn)
-        .await?;
+    let taken: i64 = acquire.key(&counter).arg(1).invoke_async(conn).await?;
     anyhow::ensure!(taken == 1, "{counter}: no permit taken ({taken})");
-    let returned: i64 = scripts
-        .semaphore_release
+    let returned: i64 = release
         .key(&counter)
         .key(&channel)
         .arg(1)
@@ -151,6 +158,8 @@ async fn raw_xsem_pair(
 /// The primitives whose scripts have a raw row.
 #[derive(Clone, Copy)]
 enum Primitive {
+    /// `DECR` and `INCR` in minimal scripts.
+    Minimal,
     Semaphore,
     Expirable,
 }
@@ -166,6 +175,7 @@ async fn raw_contestant(
     permits: u32,
 ) -> anyhow::Result<Contestant> {
     let (title, name) = match primitive {
+        Primitive::Minimal => ("raw: DECR, INCR each in a minimal script", "min-raw"),
         Primitive::Semaphore => ("raw: `Semaphore`'s scripts", "sem-raw"),
         Primitive::Expirable => ("raw: `ExpirableSemaphore`'s scripts", "xsem-raw"),
     };
@@ -181,7 +191,14 @@ async fn raw_contestant(
         Ok(pairs_loop!(
             pairs,
             match primitive {
-                Primitive::Semaphore => raw_semaphore_pair(&mut conn, &scripts, &name).await?,
+                Primitive::Minimal => {
+                    let pair = (&scripts.minimal_acquire, &scripts.minimal_release);
+                    raw_semaphore_pair(&mut conn, pair, &name).await?;
+                }
+                Primitive::Semaphore => {
+                    let pair = (&scripts.semaphore_acquire, &scripts.semaphore_release);
+                    raw_semaphore_pair(&mut conn, pair, &name).await?;
+                }
                 Primitive::Expirable => raw_xsem_pair(&mut conn, &scripts, &name).await?,
             }
         ))
@@ -231,7 +248,11 @@ async fn throughput(
         // The raw rows cannot wait (no subscription): only where no task ever has to.
         let mut raw_rows = Vec::new();
         if permits as usize >= tasks {
-            for primitive in [Primitive::Semaphore, Primitive::Expirable] {
+            for primitive in [
+                Primitive::Minimal,
+                Primitive::Semaphore,
+                Primitive::Expirable,
+            ] {
                 let row =
                     raw_contestant(&mut info, &floor_conn, &scripts, primitive, tasks, permits);
                 raw_rows.push(row.await?);
@@ -239,6 +260,7 @@ async fn throughput(
         }
         let has_raw_rows = !raw_rows.is_empty();
         let mut raw_rows = raw_rows.into_iter();
+        contestants.extend(raw_rows.next());
         contestants.extend(raw_rows.next());
         contestants.push(Contestant::new(
             "`Semaphore`",
@@ -264,16 +286,20 @@ async fn throughput(
         let slices = throughput::compare(&mut info, &contestants, tasks, rounds, slice).await?;
         throughput::print_rows(&lead, &contestants, &slices);
         if has_raw_rows {
-            // floor, raw semaphore, `Semaphore`, raw expirable, `ExpirableSemaphore`.
+            // floor, minimal scripts, raw semaphore, `Semaphore`, raw expirable,
+            // `ExpirableSemaphore`.
             versus.push((lead, contestants, slices));
         }
     }
-    println!("\n### Same rounds: each primitive against its own scripts called raw\n");
+    println!(
+        "\n### Same rounds: each primitive against its own scripts called raw, each raw row against the minimal scripts\n"
+    );
     println!("| tasks | permits | rows | {}", throughput::VERSUS_COLUMNS);
     println!("|---:|---:|---|{}", throughput::VERSUS_ALIGNMENT);
     for (lead, contestants, slices) in &versus {
-        throughput::print_versus(lead, contestants, slices, 2, 1);
-        throughput::print_versus(lead, contestants, slices, 4, 3);
+        for (row, reference) in [(3, 2), (5, 4), (2, 1), (4, 1)] {
+            throughput::print_versus(lead, contestants, slices, row, reference);
+        }
     }
     Ok(())
 }
