@@ -69,7 +69,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 ";
 /// The second rung's acquire, after the library's `fencing_token.lua` (which carries the
 /// shebang): the first rung's plus a fencing token from the floor key `KEYS[2]`. On a
-/// free key it runs what `simple_acquire.lua` runs.
+/// free key it runs the commands `simple_acquire.lua` runs for a first attempt.
 const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, (fencing_token(KEYS[2]))}
 end
@@ -290,15 +290,14 @@ impl RawScripts {
 }
 
 /// The Redis names of a raw rung's lock called `name`, laid out as the library lays out
-/// its own (`src/redis/keys.rs`, `src/locks/lock.rs`): every key in the name's hash slot.
+/// its own (`src/redis/keys.rs`): every key in the name's hash slot.
 /// The fencing floor is one key per lock here (the library's is one per hash slot, which
 /// for distinct names is one per lock too).
 struct RawKeys {
     lock: String,
     fence: String,
-    /// `SimpleLock`'s release channel.
-    channel: String,
-    /// `Lock`'s waiting clients and the prefix of their wake-up channels.
+    /// The waiting clients and the prefix of their wake-up channels (`Lock`'s and
+    /// `SimpleLock`'s).
     waiters: String,
     channels: String,
 }
@@ -308,7 +307,6 @@ impl RawKeys {
         let lock = format!("{{{name}}}");
         Self {
             fence: format!("bench:fence:{lock}"),
-            channel: format!("{lock}:released"),
             waiters: format!("{lock}:waiters"),
             channels: format!("{lock}:c:"),
             lock,
@@ -402,9 +400,9 @@ impl Subject {
 }
 
 /// One lock + unlock of a raw rung, with the KEYS and ARGV the library's typed calls pass
-/// (`src/redis/scripts/simple.rs`, `lock.rs`): a 32-hex-digit owner id, the lease in ms,
-/// for `Lock` mode `fresh` and no waiter registration (a first attempt), and a release id
-/// of 16 hex digits per release.
+/// (`src/redis/scripts/simple.rs`, `lock.rs`, `wake.rs`): a 32-hex-digit owner id, the
+/// lease in ms, no waiter registration (a first attempt: client id '', others '0'), for
+/// `Lock` mode `fresh`, and a release id of 16 hex digits per release.
 async fn raw_pair(
     raw: &mut Raw,
     rung: Rung,
@@ -417,9 +415,14 @@ async fn raw_pair(
     let mut call = acquire.key(&keys.lock);
     match rung {
         Rung::ScriptSet => call.arg(&owner).arg(lease),
-        Rung::Fenced | Rung::SimpleScripts | Rung::HoldHash => {
-            call.key(&keys.fence).arg(&owner).arg(lease)
-        }
+        Rung::Fenced | Rung::HoldHash => call.key(&keys.fence).arg(&owner).arg(lease),
+        Rung::SimpleScripts => call
+            .key(&keys.fence)
+            .key(&keys.waiters)
+            .arg(&owner)
+            .arg(lease)
+            .arg("")
+            .arg("0"),
         Rung::LockScripts => call
             .key(&keys.fence)
             .key(&keys.waiters)
@@ -434,7 +437,7 @@ async fn raw_pair(
     let mut call = release.key(&keys.lock);
     match rung {
         Rung::ScriptSet | Rung::Fenced | Rung::HoldHash => call.arg(&owner),
-        Rung::SimpleScripts => call.key(&keys.channel).arg(&owner),
+        Rung::SimpleScripts => call.key(&keys.waiters).key(&keys.channels).arg(&owner),
         Rung::LockScripts => call
             .key(&keys.waiters)
             .key(&keys.channels)

@@ -19,13 +19,13 @@ macro_rules! lua {
 }
 
 /// `lock_acquire` of the library's `scripts!` table.
-pub const LOCK_ACQUIRE: &str = lua!("fencing_token.lua", "lock_acquire.lua");
+pub const LOCK_ACQUIRE: &str = lua!("fencing_token.lua", "wake.lua", "lock_acquire.lua");
 /// `lock_release` of the library's `scripts!` table.
-pub const LOCK_RELEASE: &str = lua!("allow_oom.lua", "lock_wake.lua", "lock_release.lua");
+pub const LOCK_RELEASE: &str = lua!("allow_oom.lua", "wake.lua", "lock_release.lua");
 /// `simple_acquire` of the library's `scripts!` table.
-pub const SIMPLE_ACQUIRE: &str = lua!("fencing_token.lua", "simple_acquire.lua");
+pub const SIMPLE_ACQUIRE: &str = lua!("fencing_token.lua", "wake.lua", "simple_acquire.lua");
 /// `simple_release` of the library's `scripts!` table.
-pub const SIMPLE_RELEASE: &str = lua!("simple_release.lua");
+pub const SIMPLE_RELEASE: &str = lua!("allow_oom.lua", "wake.lua", "simple_release.lua");
 /// `semaphore_acquire` of the library's `scripts!` table.
 pub const SEMAPHORE_ACQUIRE: &str = lua!("semaphore_acquire.lua");
 /// `semaphore_release` of the library's `scripts!` table.
