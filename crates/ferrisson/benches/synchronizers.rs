@@ -6,7 +6,14 @@
 //!   pairs through redis-rs with as many tasks; with what each pair costs: client CPU
 //!   (this process, `getrusage`), Redis CPU (`INFO cpu`) and Redis calls by command
 //!   (`INFO commandstats`, scripts' inner calls included), which also shows what waiting
-//!   costs in commands;
+//!   costs in commands; where no task waits (1 task, and 64 tasks over 64 permits), also
+//!   each primitive's own two scripts called raw (redis-rs alone, one multiplexed
+//!   connection, `EVALSHA` through `redis::Script`, the library's KEYS and ARGV): the
+//!   least any client can spend with those scripts, so the primitive / its raw row is
+//!   the library's client overhead and the raw row / the floor the scripts' cost in
+//!   Redis (texts from `common/scripts.rs`, checked against what the library loaded);
+//!   and the floor's `DECR` and `INCR` each in a minimal script, to tell what being a
+//!   script costs from what the semaphores' checks cost;
 //! - latch wake-up: time from sending the final `count_down` to the waiter (on another
 //!   client) returning, against a raw `PUBLISH` -> RESP3 push on a subscribed redis-rs
 //!   connection and against one `PING` round trip.
@@ -28,6 +35,7 @@ use ferrisson::{Client, Lease};
 use ferrisson_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
+use common::scripts::{self as lua, granted};
 use common::stats::{env_number, p50_p99_us};
 use common::throughput::{self, Contestant, Pairs};
 
@@ -51,6 +59,152 @@ macro_rules! pairs_loop {
     };
 }
 
+/// The library's semaphore scripts, for the raw rows.
+#[derive(Clone)]
+struct RawScripts {
+    /// The floor's `DECR` and `INCR`, each in a minimal script (with the shebangs of the
+    /// semaphore's scripts): what being a script costs at all.
+    minimal_acquire: redis::Script,
+    minimal_release: redis::Script,
+    semaphore_acquire: redis::Script,
+    semaphore_release: redis::Script,
+    xsem_acquire: redis::Script,
+    xsem_release: redis::Script,
+}
+
+impl RawScripts {
+    fn new() -> Self {
+        Self {
+            minimal_acquire: redis::Script::new(
+                "#!lua\nredis.call('DECRBY', KEYS[1], ARGV[1])\nreturn 1\n",
+            ),
+            minimal_release: redis::Script::new(
+                "#!lua flags=allow-oom\nredis.call('INCRBY', KEYS[1], ARGV[1])\nreturn 1\n",
+            ),
+            semaphore_acquire: redis::Script::new(lua::SEMAPHORE_ACQUIRE),
+            semaphore_release: redis::Script::new(lua::SEMAPHORE_RELEASE),
+            xsem_acquire: redis::Script::new(lua::XSEM_ACQUIRE),
+            xsem_release: redis::Script::new(lua::XSEM_RELEASE),
+        }
+    }
+
+    /// The copies of the library's scripts, by the library's names.
+    fn library(&self) -> [(&'static str, &redis::Script); 4] {
+        [
+            ("semaphore_acquire", &self.semaphore_acquire),
+            ("semaphore_release", &self.semaphore_release),
+            ("xsem_acquire", &self.xsem_acquire),
+            ("xsem_release", &self.xsem_release),
+        ]
+    }
+}
+
+/// One acquire + release of one permit through `Semaphore`'s scripts called raw (or the
+/// minimal ones), with the KEYS and ARGV of the library's typed calls
+/// (`src/redis/scripts/semaphore.rs`): the counter `{name}`, the release channel
+/// `{name}:released`, one permit.
+async fn raw_semaphore_pair(
+    conn: &mut MultiplexedConnection,
+    (acquire, release): (&redis::Script, &redis::Script),
+    name: &str,
+) -> anyhow::Result<()> {
+    let (counter, channel) = (format!("{{{name}}}"), format!("{{{name}}}:released"));
+    let taken: i64 = acquire.key(&counter).arg(1).invoke_async(conn).await?;
+    anyhow::ensure!(taken == 1, "{counter}: no permit taken ({taken})");
+    let returned: i64 = release
+        .key(&counter)
+        .key(&channel)
+        .arg(1)
+        .invoke_async(conn)
+        .await?;
+    anyhow::ensure!(returned == 1, "{counter}: permit not returned ({returned})");
+    Ok(())
+}
+
+/// One acquire + release of one permit through `ExpirableSemaphore`'s scripts called raw,
+/// with the KEYS and ARGV of the library's typed calls (`src/redis/scripts/xsem.rs`): the
+/// counter `{name}`, the held permits `{name}:permits`, the channel `{name}:released`,
+/// the lease in ms and a 32-hex-digit permit id.
+async fn raw_xsem_pair(
+    conn: &mut MultiplexedConnection,
+    scripts: &RawScripts,
+    name: &str,
+) -> anyhow::Result<()> {
+    let counter = format!("{{{name}}}");
+    let (held, channel) = (format!("{counter}:permits"), format!("{counter}:released"));
+    let id = format!("{:032x}", rand::random::<u128>());
+    let taken: redis::Value = scripts
+        .xsem_acquire
+        .key(&counter)
+        .key(&held)
+        .key(&channel)
+        .arg(LEASE.as_millis() as u64)
+        .arg(&id)
+        .invoke_async(conn)
+        .await?;
+    anyhow::ensure!(granted(&taken), "{counter}: no permit taken ({taken:?})");
+    let returned: i64 = scripts
+        .xsem_release
+        .key(&counter)
+        .key(&held)
+        .key(&channel)
+        .arg(&id)
+        .invoke_async(conn)
+        .await?;
+    anyhow::ensure!(returned == 1, "{counter}: permit not returned ({returned})");
+    Ok(())
+}
+
+/// The primitives whose scripts have a raw row.
+#[derive(Clone, Copy)]
+enum Primitive {
+    /// `DECR` and `INCR` in minimal scripts.
+    Minimal,
+    Semaphore,
+    Expirable,
+}
+
+/// The raw row of `primitive`'s scripts on the shared connection `conn`, over a fresh
+/// counter holding `permits` (one per table row).
+async fn raw_contestant(
+    info: &mut MultiplexedConnection,
+    conn: &MultiplexedConnection,
+    scripts: &RawScripts,
+    primitive: Primitive,
+    tasks: usize,
+    permits: u32,
+) -> anyhow::Result<Contestant> {
+    let (title, name) = match primitive {
+        Primitive::Minimal => ("raw: DECR, INCR each in a minimal script", "min-raw"),
+        Primitive::Semaphore => ("raw: `Semaphore`'s scripts", "sem-raw"),
+        Primitive::Expirable => ("raw: `ExpirableSemaphore`'s scripts", "xsem-raw"),
+    };
+    let name = format!("bench:{name}:{tasks}:{permits}");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{{{name}}}"))
+        .arg(permits)
+        .query_async(info)
+        .await?;
+    let (conn, scripts) = (conn.clone(), scripts.clone());
+    Ok(Contestant::new(title, move |_, pairs: Arc<Pairs>| {
+        let (mut conn, scripts, name) = (conn.clone(), scripts.clone(), name.clone());
+        Ok(pairs_loop!(
+            pairs,
+            match primitive {
+                Primitive::Minimal => {
+                    let pair = (&scripts.minimal_acquire, &scripts.minimal_release);
+                    raw_semaphore_pair(&mut conn, pair, &name).await?;
+                }
+                Primitive::Semaphore => {
+                    let pair = (&scripts.semaphore_acquire, &scripts.semaphore_release);
+                    raw_semaphore_pair(&mut conn, pair, &name).await?;
+                }
+                Primitive::Expirable => raw_xsem_pair(&mut conn, &scripts, &name).await?,
+            }
+        ))
+    }))
+}
+
 async fn throughput(
     server: &RedisServer,
     client: &Client,
@@ -59,6 +213,11 @@ async fn throughput(
 ) -> anyhow::Result<()> {
     let mut info = raw(server).await?;
     let floor_conn = raw(server).await?;
+    let scripts = RawScripts::new();
+    // The client loaded every script of the library when it connected, and no raw row
+    // ran yet: the raw copies must be in the cache already.
+    lua::check_loaded_by_library(std::slice::from_mut(&mut info), &scripts.library()).await?;
+    let mut versus = Vec::new();
     println!("| tasks | permits | primitive | {}", throughput::COLUMNS);
     println!("|---:|---:|---|{}", throughput::ALIGNMENT);
     for (tasks, permits) in [
@@ -74,32 +233,73 @@ async fn throughput(
             .with_lease(Lease::Fixed(LEASE))?;
         expirable.try_set_permits(permits).await?;
         let key = format!("raw:{tasks}:{permits}");
-        let floor_conn = floor_conn.clone();
-        let contestants = [
-            Contestant::new("raw DECR+INCR (floor)", move |_, pairs: Arc<Pairs>| {
-                let (mut conn, key) = (floor_conn.clone(), key.clone());
+        let lead = format!("{tasks} | {permits}");
+        let conn = floor_conn.clone();
+        let mut contestants = vec![Contestant::new(
+            "raw DECR+INCR (floor)",
+            move |_, pairs: Arc<Pairs>| {
+                let (mut conn, key) = (conn.clone(), key.clone());
                 Ok(pairs_loop!(pairs, {
                     let _: i64 = redis::cmd("DECR").arg(&key).query_async(&mut conn).await?;
                     let _: i64 = redis::cmd("INCR").arg(&key).query_async(&mut conn).await?;
                 }))
-            }),
-            Contestant::new("`Semaphore`", move |_, pairs: Arc<Pairs>| {
+            },
+        )];
+        // The raw rows cannot wait (no subscription): only where no task ever has to.
+        let mut raw_rows = Vec::new();
+        if permits as usize >= tasks {
+            for primitive in [
+                Primitive::Minimal,
+                Primitive::Semaphore,
+                Primitive::Expirable,
+            ] {
+                let row =
+                    raw_contestant(&mut info, &floor_conn, &scripts, primitive, tasks, permits);
+                raw_rows.push(row.await?);
+            }
+        }
+        let has_raw_rows = !raw_rows.is_empty();
+        let mut raw_rows = raw_rows.into_iter();
+        contestants.extend(raw_rows.next());
+        contestants.extend(raw_rows.next());
+        contestants.push(Contestant::new(
+            "`Semaphore`",
+            move |_, pairs: Arc<Pairs>| {
                 let semaphore = semaphore.clone();
                 Ok(pairs_loop!(
                     pairs,
                     semaphore.acquire().await?.release().await?
                 ))
-            }),
-            Contestant::new("`ExpirableSemaphore`", move |_, pairs: Arc<Pairs>| {
+            },
+        ));
+        contestants.extend(raw_rows.next());
+        contestants.push(Contestant::new(
+            "`ExpirableSemaphore`",
+            move |_, pairs: Arc<Pairs>| {
                 let expirable = expirable.clone();
                 Ok(pairs_loop!(
                     pairs,
                     expirable.acquire().await?.release().await?
                 ))
-            }),
-        ];
+            },
+        ));
         let slices = throughput::compare(&mut info, &contestants, tasks, rounds, slice).await?;
-        throughput::print_rows(&format!("{tasks} | {permits}"), &contestants, &slices);
+        throughput::print_rows(&lead, &contestants, &slices);
+        if has_raw_rows {
+            // floor, minimal scripts, raw semaphore, `Semaphore`, raw expirable,
+            // `ExpirableSemaphore`.
+            versus.push((lead, contestants, slices));
+        }
+    }
+    println!(
+        "\n### Same rounds: each primitive against its own scripts called raw, each raw row against the minimal scripts\n"
+    );
+    println!("| tasks | permits | rows | {}", throughput::VERSUS_COLUMNS);
+    println!("|---:|---:|---|{}", throughput::VERSUS_ALIGNMENT);
+    for (lead, contestants, slices) in &versus {
+        for (row, reference) in [(3, 2), (5, 4), (2, 1), (4, 1)] {
+            throughput::print_versus(lead, contestants, slices, row, reference);
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 pub mod cost;
 pub mod handoff;
+pub mod scripts;
 pub mod stats;
 pub mod throughput;
 pub mod topology;

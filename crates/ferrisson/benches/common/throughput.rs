@@ -143,14 +143,7 @@ pub fn print_rows(lead: &str, contestants: &[Contestant], slices: &[Vec<Slice>])
         return;
     };
     for (contestant, row) in contestants.iter().zip(slices) {
-        let paired = |value: fn(&Slice) -> f64| {
-            median(
-                row.iter()
-                    .zip(floor)
-                    .map(|(s, f)| value(s) / value(f))
-                    .collect(),
-            )
-        };
+        let paired = |value: fn(&Slice) -> f64| paired(row, floor, value);
         let mut total = Cost::default();
         for s in row {
             total.add(&s.cost);
@@ -168,4 +161,44 @@ pub fn print_rows(lead: &str, contestants: &[Contestant], slices: &[Vec<Slice>])
             total.calls_per(pairs.max(1) as f64),
         );
     }
+}
+
+/// The median over rounds of `value(row's slice) / value(reference's slice)`, each round
+/// against the reference of the same round.
+fn paired(row: &[Slice], reference: &[Slice], value: fn(&Slice) -> f64) -> f64 {
+    median(
+        row.iter()
+            .zip(reference)
+            .map(|(s, r)| value(s) / value(r))
+            .collect(),
+    )
+}
+
+/// The columns [`print_versus`] writes after the caller's leading cells.
+pub const VERSUS_COLUMNS: &str =
+    "pairs/s ratio | client CPU µs/pair ratio | Redis CPU µs/pair ratio |";
+/// Their alignment row.
+pub const VERSUS_ALIGNMENT: &str = "---:|---:|---:|";
+
+/// Prints one markdown row comparing contestant `row` with contestant `reference` of the
+/// same table (indices into `contestants`): each ratio is the median of the per-round
+/// ratios, as [`print_rows`] computes them against the floor.
+pub fn print_versus(
+    lead: &str,
+    contestants: &[Contestant],
+    slices: &[Vec<Slice>],
+    row: usize,
+    reference: usize,
+) {
+    let (Some(r), Some(f)) = (slices.get(row), slices.get(reference)) else {
+        return;
+    };
+    println!(
+        "| {lead} | {} / {} | {:.2} | {:.2} | {:.2} |",
+        contestants[row].name,
+        contestants[reference].name,
+        paired(r, f, Slice::rate),
+        paired(r, f, Slice::client_us),
+        paired(r, f, Slice::redis_us),
+    );
 }
