@@ -155,6 +155,9 @@ fn killing_the_master_is_followed_by_a_promotion_the_kit_reports() -> Result {
 fn a_sentinel_failover_swaps_master_and_replica() -> Result {
     let group = SentinelGroup::start()?;
     let () = master_through_sentinels(&group)?.set("k", "v")?;
+    // Replication is asynchronous: a failover before the replicas have the write would
+    // promote one without it (seen once in CI: the read below found nothing).
+    group.wait_for_replication()?;
 
     let promoted = group.failover()?;
     assert_ne!(promoted, 0);
