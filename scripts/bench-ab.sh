@@ -13,7 +13,7 @@
 #                   working tree this script is in
 #   --rounds N      A/B pairs of runs per bench (default 2)
 #   --benches LIST  which benches, space separated (default "lock synchronizers ids")
-#   --same-benches  build A with B's bench sources (crates/ferrisson/benches/, and those
+#   --same-benches  build A with B's bench sources (crates/ferrisson-redis/benches/, and those
 #                   of B's dev-dependencies that A lacks): the library is then the only
 #                   difference.
 #                   Works while A's library has the API those benches use; without it
@@ -179,12 +179,12 @@ else
   b_desc="working tree $repo at $(git -C "$repo" log -1 --format=%h)$(git -C "$repo" diff --quiet HEAD || echo ' with uncommitted changes')"
 fi
 if [ "$same_benches" = 1 ]; then
-  rm -rf "$a_tree/crates/ferrisson/benches"
-  cp -R "$b_tree/crates/ferrisson/benches" "$a_tree/crates/ferrisson/benches"
+  rm -rf "$a_tree/crates/ferrisson-redis/benches"
+  cp -R "$b_tree/crates/ferrisson-redis/benches" "$a_tree/crates/ferrisson-redis/benches"
   # B's dev-dependencies that the benches use (by crate path) and A's manifest lacks,
   # added to A's; cargo resolves them into A's Cargo.lock at the build.
   manifest="$a_tree/crates/ferrisson/Cargo.toml"
-  used=" $(grep -rhoE '\b[a-z_][a-z0-9_]*::' "$b_tree/crates/ferrisson/benches" | sort -u | tr -d ':' | tr '\n' ' ') "
+  used=" $(grep -rhoE '\b[a-z_][a-z0-9_]*::' "$b_tree/crates/ferrisson-redis/benches" | sort -u | tr -d ':' | tr '\n' ' ') "
   awk -v used="$used" '
     function name(line) { sub(/^[ \t]*/, "", line); sub(/[ .=].*/, "", line); return line }
     function crate(dep) { gsub(/-/, "_", dep); return dep }
