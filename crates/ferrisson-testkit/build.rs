@@ -19,10 +19,10 @@ fn main() {
         "-Cpanic=abort",
         "-Cdebuginfo=0",
     ]);
-    if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST")) {
-        if target != host {
-            command.arg(format!("--target={target}"));
-        }
+    if let (Ok(target), Ok(host)) = (std::env::var("TARGET"), std::env::var("HOST"))
+        && target != host
+    {
+        command.arg(format!("--target={target}"));
     }
     command.arg("-o").arg(&output).arg(source);
     let status = command

@@ -36,11 +36,11 @@
 //! - `harness/expectations.rs`: `Expectations`, what every scenario must show, which a
 //!   scenario adds its own to.
 //! - `harness/record.rs`: the recorded steps — `acquire` (any
-//!   [`ferrisson::DistributedLock`]), `acquire_with` (any acquire call), `try_acquire`,
+//!   [`ferrisson::redis::DistributedLock`]), `acquire_with` (any acquire call), `try_acquire`,
 //!   `granted`, `belief`, `watch`, `release`, `critical_section`, `act_on_stale_check`,
 //!   `keys_left`.
 //! - `harness/hold.rs`: `ObservedHold`, what the recorder reads of a hold: every
-//!   [`ferrisson::Guard`] as it is, and adapters for the three holds without a fencing
+//!   [`ferrisson::redis::Guard`] as it is, and adapters for the three holds without a fencing
 //!   token (`TokenlessRead`, `TokenlessPermit`, `TokenlessRedlock`), recorded with no
 //!   token rather than an invented one.
 //! - `harness/setups.rs`: what a scenario module starts once per run — nothing, one
@@ -70,7 +70,7 @@
 //!      whole for the next one (`wait_until_ok`);
 //!    - `run_once`: connect with `harness::clients::connect(&cluster.url(), lease)` (the
 //!      topology's URL), take the lock with `harness::record::acquire(&it.a, 0, &lock,
-//!      wait)` (any [`ferrisson::DistributedLock`]), and record every step through
+//!      wait)` (any [`ferrisson::redis::DistributedLock`]), and record every step through
 //!      `harness::record` into `it.a` / `it.b` (client A, the holder the fault hits;
 //!      client B, the contender) under the iteration's fresh lock name `it.name`; end
 //!      with `harness::record::keys_left` once the fault is healed;

@@ -207,7 +207,7 @@ fn eviction_policy_warning() {
             .expect("runtime");
         tracing::subscriber::with_default(subscriber, || {
             runtime.block_on(async {
-                let client = ferrisson::Client::builder(&server.url())
+                let client = ferrisson::redis::Client::builder(&server.url())
                     .connect_timeout(Duration::from_secs(5))
                     .connect()
                     .await

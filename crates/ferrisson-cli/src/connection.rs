@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use ferrisson::{Client, ClientBuilder, TlsConfig};
+use ferrisson::redis::{Client, ClientBuilder, TlsConfig};
 
 /// Where Redis is when neither the flag nor the environment says.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ferrisson::{Election, Leadership};
+use ferrisson::redis::{Election, Leadership};
 
 use crate::held_command::{Ended, HeldCommand, HoldArgs};
 
@@ -113,7 +113,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 async fn campaign(
     election: &Election,
     wait: Option<Duration>,
-) -> ferrisson::Result<Option<Leadership>> {
+) -> ferrisson::redis::Result<Option<Leadership>> {
     match wait {
         Some(wait) => election.campaign_timeout(wait).await,
         None => election.campaign().await.map(Some),

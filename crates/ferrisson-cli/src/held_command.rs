@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::{Client, Guard};
+use ferrisson::redis::{Client, Guard};
 use nix::sys::signal::{Signal, killpg};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
-use ferrisson::{Client, IdGenerator};
+use ferrisson::redis::{Client, IdGenerator};
 
 use crate::connection::ConnectionArgs;
 

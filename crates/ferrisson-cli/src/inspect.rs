@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use ferrisson::inspect::{Entry, PrimitiveKind, Snapshot};
-use ferrisson::{Client, RwHolder, RwLockInfo, RwLockMode};
+use ferrisson::redis::inspect::{Entry, PrimitiveKind, Snapshot};
+use ferrisson::redis::{Client, RwHolder, RwLockInfo, RwLockMode};
 
 use crate::listing::{ScopeArgs, entry_json, rfc3339, short_duration};
 

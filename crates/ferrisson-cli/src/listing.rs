@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use ferrisson::inspect::{Entry, PrimitiveKind, Snapshot};
-use ferrisson::{Client, HeldPermit, LeaderInfo, RwHolder, RwLockMode};
+use ferrisson::redis::inspect::{Entry, PrimitiveKind, Snapshot};
+use ferrisson::redis::{Client, HeldPermit, LeaderInfo, RwHolder, RwLockMode};
 use serde_json::{Value, json};
 
 use crate::connection::ConnectionArgs;
@@ -44,7 +44,8 @@ impl ScopeArgs {
 
 /// Reads `--kind`.
 fn parse_kind(text: &str) -> Result<PrimitiveKind, String> {
-    text.parse().map_err(|e: ferrisson::Error| e.to_string())
+    text.parse()
+        .map_err(|e: ferrisson::redis::Error| e.to_string())
 }
 
 /// The help text that says what an entry's JSON holds (`ls`, `inspect`, `top`).
@@ -74,7 +75,7 @@ pub fn entry_json(entry: &Entry) -> Value {
         "holders": snapshot.holders(),
         "holds": snapshot.hold_count(),
         "ttl_ms": snapshot.ttl().map(millis),
-        "fencing_token": snapshot.fencing_token().map(ferrisson::FencingToken::get),
+        "fencing_token": snapshot.fencing_token().map(ferrisson::redis::FencingToken::get),
         "waiters": snapshot.waiters(),
         "waiting_clients": entry.waiting_clients,
         "snapshot": snapshot_json(snapshot),
@@ -83,8 +84,9 @@ pub fn entry_json(entry: &Entry) -> Value {
 
 /// What each kind's snapshot says, field by field.
 fn snapshot_json(snapshot: &Snapshot) -> Value {
-    let token = |t: Option<ferrisson::FencingToken>| t.map(ferrisson::FencingToken::get);
-    let owner = |o: Option<ferrisson::OwnerId>| o.map(|o| o.to_string());
+    let token =
+        |t: Option<ferrisson::redis::FencingToken>| t.map(ferrisson::redis::FencingToken::get);
+    let owner = |o: Option<ferrisson::redis::OwnerId>| o.map(|o| o.to_string());
     let ttl = |t: Option<Duration>| t.map(millis);
     match snapshot {
         Snapshot::Lock(info) => json!({

@@ -5,8 +5,8 @@ use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use ferrisson::Client;
-use ferrisson::inspect::{Entry, PrimitiveKind};
+use ferrisson::redis::Client;
+use ferrisson::redis::inspect::{Entry, PrimitiveKind};
 use serde_json::json;
 
 use crate::listing::{ScopeArgs, entry_json, rfc3339, table, waiters};

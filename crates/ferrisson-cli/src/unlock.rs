@@ -3,8 +3,8 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
-use ferrisson::Client;
-use ferrisson::inspect::{Entry, PrimitiveKind};
+use ferrisson::redis::Client;
+use ferrisson::redis::inspect::{Entry, PrimitiveKind};
 use serde_json::json;
 
 use crate::inspect::{details, find};

@@ -9,8 +9,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferrisson::inspect::PrimitiveKind;
-use ferrisson::{Client, FairLockGuard, LockGuard, RwLockReadGuard};
+use ferrisson::redis::inspect::PrimitiveKind;
+use ferrisson::redis::{Client, FairLockGuard, LockGuard, RwLockReadGuard};
 use ferrisson_testkit::RedisServer;
 use serde_json::Value;
 
@@ -93,7 +93,7 @@ fn wait_for(client: &Client, url: &str, name: &str, got: &Fifo) -> anyhow::Resul
 fn shows(
     client: &Client,
     name: &str,
-    ready: impl Fn(&ferrisson::inspect::Entry) -> bool,
+    ready: impl Fn(&ferrisson::redis::inspect::Entry) -> bool,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + EVENT_LIMIT;
     let runtime = tokio::runtime::Handle::current();
@@ -130,7 +130,7 @@ fn field<'a>(entry: &'a Value, key: &str) -> anyhow::Result<&'a Value> {
 struct Scene {
     _processes: [Running; 3],
     fair: FairLockGuard,
-    fair_waiter: tokio::task::JoinHandle<ferrisson::Result<()>>,
+    fair_waiter: tokio::task::JoinHandle<ferrisson::redis::Result<()>>,
     reads: [RwLockReadGuard; 2],
     _elsewhere: LockGuard,
 }
@@ -551,7 +551,7 @@ async fn unlock_force_asks_on_a_terminal() -> anyhow::Result<()> {
     // The removed holder finds its lock gone when it releases.
     assert!(matches!(
         guard.unlock().await,
-        Err(ferrisson::Error::LeaseExpired { .. })
+        Err(ferrisson::redis::Error::LeaseExpired { .. })
     ));
     Ok(())
 }

@@ -330,7 +330,7 @@ async fn one_subject(kind: Kind, peers: &Peers) -> anyhow::Result<()> {
     let pairs: usize = arg_value("pairs").map_or(Ok(1000), |v| v.parse())?;
     let tasks: usize = arg_value("tasks").map_or(Ok(1), |v| v.parse())?;
     anyhow::ensure!(
-        tasks > 0 && pairs % tasks == 0,
+        tasks > 0 && pairs.is_multiple_of(tasks),
         "--pairs must be a multiple of --tasks"
     );
     let subjects = subjects(kind, peers, tasks).await?;

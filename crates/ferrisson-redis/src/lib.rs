@@ -149,19 +149,27 @@
 
 #![warn(clippy::missing_errors_doc)]
 
+/// The redis-rs crate this one is built on, for [`Client::commands`] and its replies:
+/// depend on it through here to get the same version.
+pub use redis;
+
 mod api;
+mod backend;
+pub mod capabilities;
 mod id;
 pub mod inspect;
 mod locks;
 mod observe;
 mod primitive;
-mod redis;
 mod sync;
 
-pub use crate::api::error::{Error, Result};
-pub use crate::api::fencing::{FencedWrite, FencingToken};
-pub use crate::api::lease::Lease;
-pub use crate::api::{DistributedLock, Guard};
+pub use crate::api::error::{RedisStoreError, STORE};
+pub use crate::backend::acks::AofAcks;
+pub use crate::backend::client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
+pub use crate::backend::commands::Commands;
+pub use crate::backend::ids::{OwnerId, PermitId};
+pub use crate::backend::keys::{MAX_NAME_LEN, MAX_NAMESPACE_LEN};
+pub use crate::backend::tls::TlsConfig;
 pub use crate::id::{
     DEFAULT_MAX_BLOCK, DEFAULT_MIN_BLOCK, DecodedId, ID_EPOCH_UNIX_SECONDS, IdGenerator,
     IdGeneratorBuilder, MAX_BLOCK, MAX_ID_PREFIX_LEN, MAX_ID_SECONDS, MAX_IDS_PER_CALL,
@@ -170,9 +178,7 @@ pub use crate::locks::fair::{
     DEFAULT_WAITER_KEEPALIVE, FairLock, FairLockGuard, FairLockInfo, FairWaiter,
 };
 pub use crate::locks::lock::{Lock, LockGuard, LockInfo};
-pub use crate::locks::multi::{
-    MULTI_LOCK_BUDGET_PER_LOCK, MultiLock, MultiLockGuard, MultiLockInfo,
-};
+pub use crate::locks::multi::{InspectMembers, MultiLockInfo};
 pub use crate::locks::redlock::{
     DEFAULT_REDLOCK_LEASE, DEFAULT_REDLOCK_RETRY_DELAY, DEFAULT_REDLOCK_RETRY_JITTER, Redlock,
     RedlockGuard, RedlockInfo, RedlockNodeInfo,
@@ -182,11 +188,6 @@ pub use crate::locks::rwlock::{
 };
 pub use crate::locks::simple::{DEFAULT_SIMPLE_LEASE, SimpleLock, SimpleLockGuard, SimpleLockInfo};
 pub use crate::observe::metrics;
-pub use crate::redis::acks::AofAcks;
-pub use crate::redis::client::{Client, ClientBuilder, DEFAULT_WATCHDOG_LEASE};
-pub use crate::redis::ids::{OwnerId, PermitId};
-pub use crate::redis::keys::{MAX_NAME_LEN, MAX_NAMESPACE_LEN};
-pub use crate::redis::tls::TlsConfig;
 pub use crate::sync::election::{
     Election, ElectionInfo, LeaderChange, LeaderInfo, LeaderObserver, Leadership,
     MAX_CANDIDATE_ID_LEN,
@@ -199,6 +200,11 @@ pub use crate::sync::latch::{CountDownLatch, CountDownLatchInfo, DEFAULT_LATCH_R
 pub use crate::sync::rate_limiter::{MAX_RATE_PER_SECOND, Rate, RateDecision, RateLimiter};
 pub use crate::sync::semaphore::{
     DEFAULT_SEMAPHORE_RECHECK, Semaphore, SemaphoreInfo, SemaphorePermit,
+};
+pub use ferrisson_core::{
+    DistributedElection, DistributedLatch, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Error, Fenced, FencedWrite, FencingToken, Guard, Lease,
+    MULTI_LOCK_BUDGET_PER_LOCK, MultiLock, MultiLockGuard, Permit, Result, StoreError,
 };
 
 impl Client {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ferrisson_redis::{AofAcks, Client, Error};
+use ferrisson_redis::{AofAcks, Client, Error, RedisStoreError};
 use ferrisson_testkit::{RedisServer, Reply};
 
 /// How long a grant may wait for the files. Above a second: a replica with `appendfsync
@@ -76,8 +76,11 @@ async fn a_grant_a_paused_replica_cannot_acknowledge_is_refused_and_given_back()
     // cannot have acknowledged.
     assert!(
         matches!(
-            refused,
-            Err(Error::NotPersisted {
+            refused
+                .as_ref()
+                .err()
+                .and_then(Error::store_error::<RedisStoreError>),
+            Some(RedisStoreError::NotPersisted {
                 local: Some(_),
                 acked: 0,
                 wanted: 1
@@ -104,8 +107,11 @@ async fn a_grant_needing_more_replicas_than_there_are_is_refused_and_given_back(
     let refused = lock.try_lock().await;
     assert!(
         matches!(
-            refused,
-            Err(Error::NotPersisted {
+            refused
+                .as_ref()
+                .err()
+                .and_then(Error::store_error::<RedisStoreError>),
+            Some(RedisStoreError::NotPersisted {
                 local: None,
                 acked: 0 | 1,
                 wanted: 2
@@ -140,7 +146,11 @@ async fn the_masters_own_file_is_refused_at_connect_when_it_writes_or_syncs_none
 -> anyhow::Result<()> {
     let master = RedisServer::builder().valkey().start()?;
     let refused = client(&master.url(), AofAcks::local(), SHORT_TIMEOUT).await;
-    let Err(Error::AofAcksUnavailable { reason }) = &refused else {
+    let Some(RedisStoreError::AofAcksUnavailable { reason }) = refused
+        .as_ref()
+        .err()
+        .and_then(Error::store_error::<RedisStoreError>)
+    else {
         anyhow::bail!("connected without an append-only file: {refused:?}");
     };
     assert!(reason.contains("appendonly off"), "{reason}");
@@ -153,7 +163,11 @@ async fn the_masters_own_file_is_refused_at_connect_when_it_writes_or_syncs_none
         .args(&["--appendfsync", "no"])
         .start()?;
     let refused = client(&unsynced.url(), AofAcks::local(), SHORT_TIMEOUT).await;
-    let Err(Error::AofAcksUnavailable { reason }) = &refused else {
+    let Some(RedisStoreError::AofAcksUnavailable { reason }) = refused
+        .as_ref()
+        .err()
+        .and_then(Error::store_error::<RedisStoreError>)
+    else {
         anyhow::bail!("connected to a server that never syncs: {refused:?}");
     };
     assert!(reason.contains("appendfsync no"), "{reason}");
@@ -172,7 +186,11 @@ async fn a_master_that_stops_writing_its_file_refuses_the_grant_and_gets_it_back
         .query(&["CONFIG", "SET", "appendonly", "no"])?
         .ok_or_error("CONFIG SET")?;
     let refused = lock.try_lock().await;
-    let Err(Error::AofAcksUnavailable { reason }) = &refused else {
+    let Some(RedisStoreError::AofAcksUnavailable { reason }) = refused
+        .as_ref()
+        .err()
+        .and_then(Error::store_error::<RedisStoreError>)
+    else {
         anyhow::bail!("granted without an append-only file: {refused:?}");
     };
     assert!(reason.contains("WAITAOF was refused"), "{reason}");
@@ -194,7 +212,11 @@ async fn a_server_without_waitaof_is_refused_at_connect() -> anyhow::Result<()> 
         connected?;
         return Ok(());
     }
-    let Err(error @ Error::AofAcksUnavailable { .. }) = &connected else {
+    let Some(error @ RedisStoreError::AofAcksUnavailable { .. }) = connected
+        .as_ref()
+        .err()
+        .and_then(Error::store_error::<RedisStoreError>)
+    else {
         anyhow::bail!("connected to a server without WAITAOF: {connected:?}");
     };
     let message = error.to_string();

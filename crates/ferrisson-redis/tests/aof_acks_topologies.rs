@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ferrisson_redis::{AofAcks, Client, Error};
+use ferrisson_redis::{AofAcks, Client, Error, RedisStoreError};
 use ferrisson_testkit::{RedisCluster, Reply, SentinelGroup};
 
 /// How long a grant may wait for the files (the servers sync at every write here).
@@ -38,8 +38,11 @@ async fn behind_sentinel_the_master_acknowledges_and_a_paused_replica_refuses() 
     let outcome = refused.try_lock().await;
     assert!(
         matches!(
-            outcome,
-            Err(Error::NotPersisted {
+            outcome
+                .as_ref()
+                .err()
+                .and_then(Error::store_error::<RedisStoreError>),
+            Some(RedisStoreError::NotPersisted {
                 local: Some(_),
                 acked: 0,
                 wanted: 1
@@ -92,8 +95,11 @@ async fn on_a_cluster_the_master_of_the_keys_slot_acknowledges() -> anyhow::Resu
     let outcome = lock.try_lock().await;
     assert!(
         matches!(
-            outcome,
-            Err(Error::NotPersisted {
+            outcome
+                .as_ref()
+                .err()
+                .and_then(Error::store_error::<RedisStoreError>),
+            Some(RedisStoreError::NotPersisted {
                 local: Some(_),
                 acked: 0,
                 wanted: 1

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrisson_redis::{Client, Error};
+use ferrisson_redis::{Client, Error, RedisStoreError};
 use tokio::net::TcpListener;
 
 /// Far above every connect timeout used here: only a hang reaches it.
@@ -110,7 +110,13 @@ async fn a_failed_command_shows_its_reason_once() -> anyhow::Result<()> {
     let error = tokio::time::timeout(HANG, lock.try_lock())
         .await?
         .expect_err("the server is gone");
-    assert!(matches!(error, Error::Redis(_)), "{error:?}");
+    assert!(
+        matches!(
+            error.store_error::<RedisStoreError>(),
+            Some(RedisStoreError::Command(_))
+        ),
+        "{error:?}"
+    );
     let message = error.to_string();
     let reason = message
         .strip_prefix("redis command failed: ")

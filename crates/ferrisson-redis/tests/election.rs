@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{client_with_lease, server_and_client};
 use ferrisson_redis::{
-    Client, DistributedLock, Election, Error, FencingToken, Guard, LeaderChange, Lease,
+    Client, DistributedLock, Election, Error, Fenced, FencingToken, Guard, LeaderChange, Lease,
 };
 use ferrisson_testkit::{FaultProxy, RedisServer};
 use tokio::sync::Mutex;
@@ -227,7 +227,7 @@ async fn an_observer_sees_a_term_end_by_its_lease() -> anyhow::Result<()> {
 }
 
 /// The election through the backend-neutral contract.
-async fn lead_once<L: DistributedLock>(lock: &L) -> anyhow::Result<FencingToken> {
+async fn lead_once<L: DistributedLock<Guard: Fenced>>(lock: &L) -> anyhow::Result<FencingToken> {
     let guard = lock.lock().await?;
     let token = guard.fencing_token();
     assert!(lock.try_lock().await?.is_none());

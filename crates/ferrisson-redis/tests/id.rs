@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::NaiveDate;
-use ferrisson_redis::{Client, Error, IdGenerator, MAX_ID_PREFIX_LEN};
+use ferrisson_redis::{Client, Error, IdGenerator, MAX_ID_PREFIX_LEN, RedisStoreError};
 use ferrisson_testkit::RedisServer;
 
 /// 2026-11-22T23:59:58Z, two seconds before midnight.
@@ -452,8 +452,13 @@ async fn a_clock_outside_2022_to_2090_is_an_error() -> anyhow::Result<()> {
         for bad in [EPOCH - 1, -86_400, LAST_SECOND + 1, i64::from(u32::MAX) * 4] {
             clock.set(bad);
             match ids.next_id("order").await {
-                Err(Error::ClockOutOfRange { unix_seconds }) => assert_eq!(unix_seconds, bad),
-                other => panic!("clock at {bad}: {other:?}"),
+                Err(e) => match e.store_error::<RedisStoreError>() {
+                    Some(RedisStoreError::ClockOutOfRange { unix_seconds }) => {
+                        assert_eq!(*unix_seconds, bad);
+                    }
+                    _ => panic!("clock at {bad}: {e:?}"),
+                },
+                Ok(id) => panic!("clock at {bad}: {id}"),
             }
         }
         clock.set(EPOCH);
@@ -482,8 +487,11 @@ async fn a_day_past_32_bits_of_sequence_is_an_error() -> anyhow::Result<()> {
     let last = per_id.next_id("order").await?;
     assert_eq!(IdGenerator::decode(last)?.sequence, u32::MAX);
     match per_id.next_id("order").await {
-        Err(Error::SequenceExhausted { key: k }) => assert_eq!(k, key),
-        other => panic!("expected SequenceExhausted, got {other:?}"),
+        Err(e) => match e.store_error::<RedisStoreError>() {
+            Some(RedisStoreError::SequenceExhausted { key: k }) => assert_eq!(k, key),
+            _ => panic!("expected SequenceExhausted, got {e:?}"),
+        },
+        Ok(id) => panic!("expected SequenceExhausted, got {id}"),
     }
 
     // Batched: the numbers left below 2^32 are handed out, then the error; no id twice.
@@ -506,14 +514,22 @@ async fn a_day_past_32_bits_of_sequence_is_an_error() -> anyhow::Result<()> {
         assert!(sequences.len() <= 5, "ids past 32 bits: {sequences:?}");
     };
     assert!(
-        matches!(error, Error::SequenceExhausted { .. }),
+        matches!(
+            error.store_error::<RedisStoreError>(),
+            Some(RedisStoreError::SequenceExhausted { .. })
+        ),
         "{error:?}"
     );
     assert_eq!(sequences, (u32::MAX - 4..=u32::MAX).collect::<Vec<_>>());
     // It stays an error for the rest of the day, and the next day starts afresh.
     assert!(matches!(
-        batched.next_id("batch").await,
-        Err(Error::SequenceExhausted { .. })
+        batched
+            .next_id("batch")
+            .await
+            .as_ref()
+            .err()
+            .and_then(Error::store_error::<RedisStoreError>),
+        Some(RedisStoreError::SequenceExhausted { .. })
     ));
     clock.set(BEFORE_MIDNIGHT + 2);
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferrisson_redis::{Client, Error, Lease};
+use ferrisson_redis::{Client, Error, Lease, RedisStoreError};
 use ferrisson_testkit::{FullMemory, RedisServer};
 use sync_support::{HANG, NO_RECHECK, raw, until_calls, within};
 
@@ -25,7 +25,14 @@ fn noeviction_server() -> anyhow::Result<RedisServer> {
 fn expect_oom<T>(what: &str, result: Result<T, Error>) -> anyhow::Result<()> {
     match result {
         Ok(_) => bail!("{what} succeeded while memory was full"),
-        Err(Error::Redis(e)) if e.code() == Some("OOM") => Ok(()),
+        Err(e)
+            if matches!(
+                e.store_error::<RedisStoreError>(),
+                Some(RedisStoreError::Command(e)) if e.code() == Some("OOM")
+            ) =>
+        {
+            Ok(())
+        }
         Err(e) => bail!("{what}: expected an OOM refusal, got {e:?}"),
     }
 }

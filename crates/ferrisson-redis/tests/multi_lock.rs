@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrisson_redis::{Client, Error, Lease, Lock, MultiLock, MultiLockGuard};
+use ferrisson_redis::{
+    Client, Error, InspectMembers, Lease, Lock, LockGuard, MultiLock, MultiLockGuard,
+};
 use ferrisson_testkit::RedisServer;
 use tokio::time::Instant;
 
@@ -83,7 +85,7 @@ async fn bad_input_and_defaults() -> anyhow::Result<()> {
     let setup = Setup::start()?;
     let (a, b) = setup.pair().await?;
     assert!(matches!(
-        MultiLock::new(Vec::new()),
+        MultiLock::<Lock>::new(Vec::new()),
         Err(Error::InvalidArgument(_))
     ));
     let multi = MultiLock::new(vec![a.clone(), b.clone()])?;
@@ -243,7 +245,7 @@ async fn waits_for_a_member_without_holding_the_others() -> anyhow::Result<()> {
         .send(())
         .map_err(|()| anyhow::anyhow!("holder gone"))?;
     holder.await??;
-    let guard: MultiLockGuard = waiter.await??.expect("acquired once b was released");
+    let guard: MultiLockGuard<LockGuard> = waiter.await??.expect("acquired once b was released");
     assert!(guard.fencing_tokens()[1] > holder_token);
     assert!(setup.exists(0, "{a}")? && setup.exists(1, "{b}")?);
     guard.unlock().await?;
@@ -403,9 +405,9 @@ async fn an_unreachable_member_is_an_error_and_nothing_stays_held() -> anyhow::R
 fn futures_and_guards_are_send() {
     fn sync<T: Send + Sync>() {}
     fn send<T: Send>(_: &T) {}
-    sync::<MultiLock>();
-    sync::<MultiLockGuard>();
-    let multi: Option<MultiLock> = None;
+    sync::<MultiLock<Lock>>();
+    sync::<MultiLockGuard<LockGuard>>();
+    let multi: Option<MultiLock<Lock>> = None;
     if let Some(multi) = multi {
         send(&multi.lock());
         send(&multi.try_lock());

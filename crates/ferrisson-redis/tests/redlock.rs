@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ferrisson_redis::{Client, DistributedLock, Error, Guard, Lease, Redlock, RedlockGuard};
+use ferrisson_redis::{
+    Client, DistributedLock, Error, Fenced, Guard, Lease, Redlock, RedlockGuard,
+};
 use ferrisson_testkit::RedisServer;
 use futures_util::FutureExt;
 use tokio::time::Instant;
@@ -472,12 +474,12 @@ async fn twenty_contending_clients_make_progress_and_leave_no_keys() -> anyhow::
 }
 
 /// Takes any lock through the backend-neutral contract and returns the hold's token.
-async fn token_of_one_hold<L: DistributedLock>(lock: &L) -> anyhow::Result<u64> {
+async fn token_of_one_hold<L: DistributedLock<Guard: Fenced>>(lock: &L) -> anyhow::Result<u64> {
     let guard = lock.lock().await?;
     assert_eq!(Guard::name(&guard), lock.name());
     assert!(Guard::is_held(&guard));
     assert!(Guard::remaining(&guard) > Duration::ZERO);
-    let token = Guard::fencing_token(&guard).get();
+    let token = Fenced::fencing_token(&guard).get();
     Guard::unlock(guard).await?;
     Ok(token)
 }

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use ferrisson::{Client, Lease};
+use ferrisson::Lease;
+use ferrisson::redis::Client;
 
 #[tokio::main]
 async fn main() -> ferrisson::Result<()> {

@@ -1,5 +1,82 @@
 //! # ferrisson
 //!
-//! Distributed locks and synchronizers for async Rust (tokio).
+//! Distributed locks and synchronizers for async Rust (tokio), on the store you run: one
+//! vocabulary (guard, lease, fencing token, `lost()`, typed errors) on Redis (one server,
+//! Sentinel, Cluster) and an in-process store, with more stores behind the same contract.
+//!
+//! [`connect`] picks the store from the URL and returns a [`Client`] whose locks and
+//! elections implement the contract ([`DistributedLock`], [`Guard`],
+//! [`DistributedElection`]); each store's own crate stays reachable for its own options
+//! and primitives ([`redis`]: fair locks, read-write locks, semaphores, Redlock, ids, the
+//! inspector, ...).
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use ferrisson::{DistributedLock, Guard};
+//!
+//! // "redis://127.0.0.1:6379", "redis+sentinel://s1,s2,s3/shop", "memory://tests", ...
+//! let client = ferrisson::connect("memory://readme").await?;
+//! let lock = client.lock("voucher:42")?;
+//! let guard = lock.lock().await?;
+//! if let Some(token) = guard.fencing_token() {
+//!     println!("write with token {token}"); // older tokens are refused by the resource
+//! }
+//! guard.unlock().await?;
+//! # Ok::<(), ferrisson::Error>(()) }).unwrap();
+//! ```
+//!
+//! What each store gives (re-entry, fairness, lease or session, token and its source,
+//! when `lost()` fires, how waiters wake, what cancelling costs) is declared in code:
+//! [`capabilities()`] lists it for every store of this build, and the README's table is
+//! rendered from it.
+//!
+//! ## Features
+//!
+//! - `redis` (default): the Redis store, [`redis`].
+//!
+//! The in-process store ([`memory`]) is always there.
 
-pub use ferrisson_redis::*;
+#![warn(clippy::missing_errors_doc)]
+
+mod client;
+mod election;
+mod lock;
+mod stores;
+
+pub use crate::client::{Client, connect};
+pub use crate::election::{AnyElection, AnyLeadership};
+pub use crate::lock::{AnyGuard, AnyLock};
+pub use crate::stores::StoreKind;
+pub use ferrisson_core::capabilities::{self, Capabilities};
+pub use ferrisson_core::{
+    DistributedElection, DistributedLatch, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Error, Fenced, FencedWrite, FencingToken, Guard, Lease,
+    MULTI_LOCK_BUDGET_PER_LOCK, MultiLock, MultiLockGuard, Permit, Result, StoreError, memory,
+};
+
+/// The Redis store: its client and builder, every Redis primitive, ids and the
+/// inspector (the `ferrisson-redis` crate).
+#[cfg(feature = "redis")]
+pub use ferrisson_redis as redis;
+
+/// Metric names, labels and spans, the same for every store.
+pub mod metrics {
+    pub use ferrisson_core::observe::metrics::*;
+}
+
+/// Every primitive's declaration of what it gives, for every store of this build, in the
+/// order of the README's capability table.
+///
+/// ```
+/// let all = ferrisson::capabilities();
+/// assert!(all.iter().any(|c| c.store == "memory"));
+/// # #[cfg(feature = "redis")]
+/// assert!(all.iter().any(|c| c.store == "redis" && c.primitive == "Lock"));
+/// ```
+pub fn capabilities() -> Vec<Capabilities> {
+    let mut all = Vec::new();
+    #[cfg(feature = "redis")]
+    all.extend_from_slice(ferrisson_redis::capabilities::CAPABILITIES);
+    all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
+    all
+}

@@ -153,8 +153,8 @@ impl From<redis::RedisError> for ApiError {
     }
 }
 
-impl From<ferrisson::Error> for ApiError {
-    fn from(e: ferrisson::Error) -> Self {
+impl From<ferrisson::redis::Error> for ApiError {
+    fn from(e: ferrisson::redis::Error) -> Self {
         if e.is_connection_error() {
             Self::Unavailable(format!("redis: {}", one_line(&e)))
         } else {

@@ -7,8 +7,8 @@
 //!   TTL); vouchers have stock and a sale window; `POST /vouchers/{id}/seckill` places
 //!   an order ([`orders`]).
 //! - [`orders`]: the order flows — window, stock, one order per user under the
-//!   ferrisson [`Lock`](ferrisson::Lock) `lock:order:{userId}` held until the commit,
-//!   `UPDATE ... AND stock > 0`, an [`IdGenerator`](ferrisson::IdGenerator) order id.
+//!   ferrisson [`Lock`](ferrisson::redis::Lock) `lock:order:{userId}` held until the commit,
+//!   `UPDATE ... AND stock > 0`, an [`IdGenerator`](ferrisson::redis::IdGenerator) order id.
 //! - [`db`]: SQLite by default (several processes may share one file), PostgreSQL or
 //!   MySQL/MariaDB by URL.
 //! - [`oversell`]: the lab's deductions, one [`oversell::Variant`] per fix.

@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 
 use chrono::Utc;
-use ferrisson::FencingToken;
+use ferrisson::redis::FencingToken;
 
 use crate::db::{OrderOutcome, OrderRow, VoucherRow};
 use crate::error::ApiError;

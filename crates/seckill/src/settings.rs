@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ferrisson::Rate;
+use ferrisson::redis::Rate;
 
 use crate::oversell::LabConfig;
 

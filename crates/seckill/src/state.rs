@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::{Client, IdGenerator, Rate, RateDecision, TlsConfig};
+use ferrisson::redis::{Client, IdGenerator, Rate, RateDecision, TlsConfig};
 
 use crate::db::Db;
 use crate::error::ApiError;
@@ -93,7 +93,7 @@ async fn ferrisson_client(
     url: &str,
     config: &ServeConfig,
     tls: &TlsPems,
-) -> ferrisson::Result<Client> {
+) -> ferrisson::redis::Result<Client> {
     let mut builder = Client::builder(url)
         .connect_timeout(config.redis_timeout)
         .response_timeout(config.redis_timeout)

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{call, cluster, create_voucher, databases, http, instance_args, login};
-use ferrisson::{Client, Lease};
+use ferrisson::redis::{Client, Lease};
 use ferrisson_testkit::RedisServer;
 use seckill::OrderFlow;
 use seckill::db::{Db, OrderOutcome, OrderRow, VoucherRow};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ferrisson::Client;
+use ferrisson::redis::Client;
 
 /// A client with the run's watchdog lease that waits ten leases for a reply or a
 /// connection: patient enough to ride out every fault a scenario injects.

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrisson::{Lock, LockGuard};
+use ferrisson::redis::{Lock, LockGuard};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 

@@ -1,6 +1,6 @@
 //! What the recorder reads of anything a scenario holds.
 //!
-//! Every guard of the public contract ([`ferrisson::Guard`]) is recorded as it is. Two
+//! Every guard of the public contract ([`ferrisson::redis::Guard`]) is recorded as it is. Two
 //! holds of the library are not guards of that contract because they carry no fencing
 //! token: the read side of an `RwLock` and an `ExpirablePermit`. Each is wrapped in an
 //! adapter named for what it lacks ([`TokenlessRead`], [`TokenlessPermit`]), and the
@@ -11,9 +11,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use ferrisson::{ExpirablePermit, FencingToken, Guard, RedlockGuard, RwLockReadGuard};
+use ferrisson::redis::{
+    ExpirablePermit, Fenced, FencingToken, Guard, RedlockGuard, RwLockReadGuard,
+};
 
-/// A hold as the scenarios observe it: [`ferrisson::Guard`] with the token optional and
+/// A hold as the scenarios observe it: [`ferrisson::redis::Guard`] with the token optional and
 /// the name left out (the history knows the lock by its iteration).
 pub(crate) trait ObservedHold: Send + Sync {
     /// The token to present to the resource; `None` for a hold that has none.
@@ -25,14 +27,14 @@ pub(crate) trait ObservedHold: Send + Sync {
     /// Resolves when the hold learns that it is no longer valid.
     fn lost(&self) -> impl Future<Output = ()> + Send;
     /// Gives it back: `Err(LeaseExpired)` when it had ended, as the guards report it.
-    fn unlock(self) -> impl Future<Output = ferrisson::Result<()>> + Send
+    fn unlock(self) -> impl Future<Output = ferrisson::redis::Result<()>> + Send
     where
         Self: Sized;
 }
 
-impl<G: Guard> ObservedHold for G {
+impl<G: Guard + Fenced> ObservedHold for G {
     fn fencing_token(&self) -> Option<FencingToken> {
-        Some(Guard::fencing_token(self))
+        Some(Fenced::fencing_token(self))
     }
     fn is_held(&self) -> bool {
         Guard::is_held(self)
@@ -43,7 +45,7 @@ impl<G: Guard> ObservedHold for G {
     fn lost(&self) -> impl Future<Output = ()> + Send {
         Guard::lost(self)
     }
-    fn unlock(self) -> impl Future<Output = ferrisson::Result<()>> + Send {
+    fn unlock(self) -> impl Future<Output = ferrisson::redis::Result<()>> + Send {
         Guard::unlock(self)
     }
 }
@@ -65,7 +67,7 @@ impl ObservedHold for TokenlessRead {
     fn lost(&self) -> impl Future<Output = ()> + Send {
         self.0.lost()
     }
-    fn unlock(self) -> impl Future<Output = ferrisson::Result<()>> + Send {
+    fn unlock(self) -> impl Future<Output = ferrisson::redis::Result<()>> + Send {
         self.0.unlock()
     }
 }
@@ -91,7 +93,7 @@ impl ObservedHold for TokenlessPermit {
     }
     /// `release()` reports a lease that had run out before it as `LeaseExpired`, the way
     /// the locks report the same case.
-    fn unlock(self) -> impl Future<Output = ferrisson::Result<()>> + Send {
+    fn unlock(self) -> impl Future<Output = ferrisson::redis::Result<()>> + Send {
         self.0.release()
     }
 }
@@ -115,7 +117,7 @@ impl ObservedHold for TokenlessRedlock {
     fn lost(&self) -> impl Future<Output = ()> + Send {
         std::future::pending()
     }
-    fn unlock(self) -> impl Future<Output = ferrisson::Result<()>> + Send {
+    fn unlock(self) -> impl Future<Output = ferrisson::redis::Result<()>> + Send {
         self.0.unlock()
     }
 }

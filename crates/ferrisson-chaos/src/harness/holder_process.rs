@@ -18,7 +18,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use ferrisson::LockGuard;
+use ferrisson::redis::LockGuard;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -95,10 +95,10 @@ impl HolderProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 // libtest may print around the holder's text, even on the same line.
-                if let Some(at) = line.find("holder-") {
-                    if tx.send(line[at..].to_owned()).is_err() {
-                        break;
-                    }
+                if let Some(at) = line.find("holder-")
+                    && tx.send(line[at..].to_owned()).is_err()
+                {
+                    break;
                 }
             }
         });

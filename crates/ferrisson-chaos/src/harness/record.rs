@@ -5,14 +5,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use ferrisson::{Client, DistributedLock, Error};
+use ferrisson::redis::{Client, DistributedLock, Error, Fenced};
 
 use crate::harness::hold::ObservedHold;
 use crate::history::{EventKind, Recorder, ReleaseOutcome};
 use crate::resource::Resource;
 
 /// Acquires `lock`, waiting at most `wait`, recording the outcome (see [`acquire_with`]).
-pub(crate) async fn acquire<L: DistributedLock>(
+pub(crate) async fn acquire<L: DistributedLock<Guard: Fenced>>(
     rec: &Recorder,
     grant: usize,
     lock: &L,
@@ -22,7 +22,7 @@ pub(crate) async fn acquire<L: DistributedLock>(
 }
 
 /// One try at `lock`, not waiting, recorded (see [`acquire_with`]).
-pub(crate) async fn try_acquire<L: DistributedLock>(
+pub(crate) async fn try_acquire<L: DistributedLock<Guard: Fenced>>(
     rec: &Recorder,
     grant: usize,
     lock: &L,
@@ -32,7 +32,7 @@ pub(crate) async fn try_acquire<L: DistributedLock>(
 
 /// A contender's turn: acquires `lock` (waiting at most `wait`) and, if granted, runs a
 /// [`critical_section`] of `work`.
-pub(crate) async fn acquire_and_work<L: DistributedLock>(
+pub(crate) async fn acquire_and_work<L: DistributedLock<Guard: Fenced>>(
     rec: &Recorder,
     grant: usize,
     lock: &L,
@@ -57,7 +57,7 @@ pub(crate) async fn acquire_with<H, F, Fut>(
 where
     H: ObservedHold,
     F: FnMut() -> Fut,
-    Fut: Future<Output = ferrisson::Result<Option<H>>>,
+    Fut: Future<Output = ferrisson::redis::Result<Option<H>>>,
 {
     for retry in 1..=4 {
         rec.record(grant, EventKind::AcquireInvoked);
@@ -78,7 +78,7 @@ where
 pub(crate) fn answered<H: ObservedHold>(
     rec: &Recorder,
     grant: usize,
-    answer: ferrisson::Result<Option<H>>,
+    answer: ferrisson::redis::Result<Option<H>>,
 ) -> Option<H> {
     let reason = match answer {
         Ok(Some(hold)) => {
@@ -153,7 +153,7 @@ pub(crate) async fn release(rec: &Recorder, grant: usize, hold: impl ObservedHol
 }
 
 /// How a release ended, as the history counts it.
-pub(crate) fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
+pub(crate) fn outcome(result: ferrisson::redis::Result<()>) -> ReleaseOutcome {
     match result {
         Ok(()) => ReleaseOutcome::Ok,
         Err(Error::NotOwner { .. }) => ReleaseOutcome::NotOwner,
@@ -164,7 +164,8 @@ pub(crate) fn outcome(result: ferrisson::Result<()>) -> ReleaseOutcome {
 
 /// The hold's token as the history and the resource take it.
 pub(crate) fn token(hold: &impl ObservedHold) -> Option<u64> {
-    hold.fencing_token().map(ferrisson::FencingToken::get)
+    hold.fencing_token()
+        .map(ferrisson::redis::FencingToken::get)
 }
 
 /// Enters the resource presenting the hold's token, and records the check (`is_held()`)

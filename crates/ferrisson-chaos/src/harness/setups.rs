@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use ferrisson::Client;
+use ferrisson::redis::Client;
 use ferrisson_testkit::{FaultProxy, RedisCluster, RedisServer, SentinelGroup};
 
 use crate::harness::clients::{connect, connect_impatient};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferrisson::Lock;
+use ferrisson::redis::Lock;
 use nix::sys::signal::{Signal, kill};
 
 use crate::checker::Counters;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrisson::{Client, Lock, LockGuard};
+use ferrisson::redis::{Client, Lock, LockGuard};
 use ferrisson_testkit::Faults;
 use tokio::task::JoinHandle;
 
@@ -134,7 +134,7 @@ async fn reset_during_acquire(cx: &ServerIteration<'_>) -> anyhow::Result<()> {
 /// server ran it, its reply still on the wire (released by the caller).
 async fn acquire_with_reply_held(
     cx: &ServerIteration<'_>,
-) -> anyhow::Result<JoinHandle<ferrisson::Result<Option<LockGuard>>>> {
+) -> anyhow::Result<JoinHandle<ferrisson::redis::Result<Option<LockGuard>>>> {
     let it = cx.it;
     let lock = connect(&cx.env.proxy_a.url(), cx.lease)
         .await?

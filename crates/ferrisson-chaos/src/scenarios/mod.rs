@@ -198,21 +198,21 @@ registry! {
         fault: "maxmemory reached under noeviction while held",
         runs: memory::MemoryPressure::MemoryFull,
     },
-    /// A [`FairLock`](ferrisson::FairLock) holder's link blackholed for two leases while
+    /// A [`FairLock`](ferrisson::redis::FairLock) holder's link blackholed for two leases while
     /// a queued waiter takes over.
     FairLockHolderBlackholed {
         name: "fair-lock-holder-blackholed",
         fault: "FairLock holder's link blackholed for 2 leases, a waiter queued",
         runs: primitive_blackholed::PrimitiveBlackholed::FairLock,
     },
-    /// A [`RwLock`](ferrisson::RwLock) writer's link blackholed for two leases while a
+    /// A [`RwLock`](ferrisson::redis::RwLock) writer's link blackholed for two leases while a
     /// reader takes over.
     RwLockWriterBlackholed {
         name: "rwlock-writer-blackholed",
         fault: "RwLock writer's link blackholed for 2 leases, a reader waiting",
         runs: primitive_blackholed::PrimitiveBlackholed::RwLockWriter,
     },
-    /// An [`ExpirableSemaphore`](ferrisson::ExpirableSemaphore) (one permit) holder's
+    /// An [`ExpirableSemaphore`](ferrisson::redis::ExpirableSemaphore) (one permit) holder's
     /// link blackholed past its permit's lease while another client takes the permit.
     ExpirablePermitBlackholed {
         name: "expirable-permit-blackholed",

@@ -2,15 +2,15 @@
 //! queued waiter, an [`RwLock`] writer with a waiting reader, and the holder of the only
 //! permit of an [`ExpirableSemaphore`].
 //!
-//! [`FairLock`]: ferrisson::FairLock
-//! [`RwLock`]: ferrisson::RwLock
-//! [`ExpirableSemaphore`]: ferrisson::ExpirableSemaphore
+//! [`FairLock`]: ferrisson::redis::FairLock
+//! [`RwLock`]: ferrisson::redis::RwLock
+//! [`ExpirableSemaphore`]: ferrisson::redis::ExpirableSemaphore
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ferrisson::{Client, ExpirableSemaphore, Lease};
+use ferrisson::redis::{Client, ExpirableSemaphore, Lease};
 use tokio::task::JoinHandle;
 
 use crate::checker::Counters;

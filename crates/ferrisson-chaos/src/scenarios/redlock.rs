@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use ferrisson::{Client, Lease, Redlock};
+use ferrisson::redis::{Client, Lease, Redlock};
 use ferrisson_testkit::{FaultProxy, RedisServer};
 
 use crate::harness::config::Config;
@@ -86,7 +86,7 @@ impl FaultScenario for RedlockFault {
         let lock_b = nodes.redlock(false, &it.name, ttl).await?;
         match self {
             Self::MinorityKilled => {
-                let killed = if it.number % 2 == 0 { 1 } else { 2 };
+                let killed = if it.number.is_multiple_of(2) { 1 } else { 2 };
                 for server in nodes.servers.iter_mut().take(killed) {
                     server.kill()?;
                 }
@@ -151,7 +151,7 @@ async fn try_lock(rec: &Recorder, redlock: &Redlock) -> Option<TokenlessRedlock>
 
 /// A Redlock acquire's answer as a hold the recorder takes.
 async fn redlock_hold(
-    answer: impl Future<Output = ferrisson::Result<Option<ferrisson::RedlockGuard>>>,
-) -> ferrisson::Result<Option<TokenlessRedlock>> {
+    answer: impl Future<Output = ferrisson::redis::Result<Option<ferrisson::redis::RedlockGuard>>>,
+) -> ferrisson::redis::Result<Option<TokenlessRedlock>> {
     Ok(answer.await?.map(TokenlessRedlock))
 }

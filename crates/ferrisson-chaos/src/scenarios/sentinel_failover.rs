@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ferrisson::Client;
+use ferrisson::redis::Client;
 use ferrisson_testkit::{Reply, SentinelGroup};
 
 use crate::checker::Counters;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ferrisson::Lock;
+use ferrisson::redis::Lock;
 
 use crate::harness::clients::{connect, connect_impatient};
 use crate::harness::config::Config;

@@ -1,79 +1,43 @@
-//! The crate's one error type.
+//! The Redis store's own errors, as the store-neutral [`Error`] carries them.
 
-/// What can go wrong talking to Redis or using a primitive.
+pub use ferrisson_core::{Error, Result, StoreError};
+
+/// The store's name in URLs, metrics and the capability table.
+pub const STORE: &str = "redis";
+
+/// What only the Redis store can report, carried by [`Error::Store`] (or, for a failed
+/// connect, as the cause of [`Error::Connect`]).
 ///
-/// Contention is not an error: `try_*` methods return `Ok(None)` when the primitive is
-/// taken elsewhere. Messages never contain a Redis password.
+/// Match on it with [`Error::store_error`]:
+///
+/// ```
+/// use ferrisson_redis::{Error, RedisStoreError};
+///
+/// fn replicas_were_slow(e: &Error) -> bool {
+///     matches!(e.store_error::<RedisStoreError>(), Some(RedisStoreError::NotReplicated { .. }))
+/// }
+/// let e: Error = RedisStoreError::NotReplicated { acked: 0, wanted: 1 }.into();
+/// assert!(replicas_were_slow(&e));
+/// assert!(e.is_transient());
+/// ```
 ///
 /// Each message says what happened, cause included, and only once: where a variant wraps
-/// a redis-rs error ([`Error::Connect`], [`Error::Redis`]), its reason (the server's
-/// answer or the socket's error) is part of the message and [`source()`] is `None`, so a
-/// caller printing the whole chain sees the reason once. The redis-rs error itself stays
-/// in the variant for callers that match on it.
+/// a redis-rs error, its reason (the server's answer or the socket's error) is part of the
+/// message and [`source()`] is `None`. The redis-rs error itself stays in the variant for
+/// callers that match on it.
 ///
 /// [`source()`]: std::error::Error::source
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
-    /// A name, duration, count, URL or TLS setting the caller passed is not acceptable;
-    /// the message names the rule.
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
-
-    /// The client could not connect to Redis: refused, unresolvable host, no answer within
-    /// the connect timeout, TLS handshake or credentials refused. Fails at the first
-    /// attempt; `url` has its password redacted.
-    #[error("cannot connect to {url}: {}", redis_reason(cause))]
-    Connect {
-        /// The Redis URL with its password replaced by `***`.
-        url: String,
-        /// What redis-rs reported (its reason is in the message).
-        cause: redis::RedisError,
-    },
-
+pub enum RedisStoreError {
     /// A Redis command failed: connection lost, no reply within the response timeout, or
     /// an error answered by the server.
     #[error("redis command failed: {}", command_failure(.0))]
-    Redis(redis::RedisError),
+    Command(redis::RedisError),
 
-    /// The lock was released by its lease running out before the holder released it.
-    #[error("lock {name:?} is no longer held: its lease expired")]
-    LeaseExpired {
-        /// The lock's name.
-        name: String,
-    },
-
-    /// The lock is held, but by another owner.
-    #[error("lock {name:?} is held by another owner")]
-    NotOwner {
-        /// The lock's name.
-        name: String,
-    },
-
-    /// Redis answered something a ferrisson script never returns.
-    #[error("unexpected reply from redis: {0}")]
-    Protocol(String),
-
-    /// The task that ran an acquire (or an id reservation) in the background ended before
-    /// it answered: the tokio runtime is shutting down, or the task panicked. Nothing is
-    /// held on the caller's behalf; a hold the task may have taken ends with its lease.
-    #[error("the operation on {name:?} was cancelled before it answered: its task ended")]
-    Cancelled {
-        /// The primitive's name (an id generator's prefix).
-        name: String,
-    },
-
-    /// The client's background tasks have stopped: the runtime is shutting down.
-    #[error("the client is shutting down")]
-    ShuttingDown,
-
-    /// A wait without a time limit returned without the lock or permits. It should never
-    /// happen; seen, it is a ferrisson bug.
-    #[error("the wait for {name:?} ended without acquiring it")]
-    WaitEnded {
-        /// The primitive's name.
-        name: String,
-    },
+    /// Why a connect failed (the cause of an [`Error::Connect`]).
+    #[error("{}", redis_reason(.0))]
+    Connect(redis::RedisError),
 
     /// Fewer than a majority of a Redlock's servers answered and none reported why.
     #[error("redlock {name:?}: {answered} of its servers answered, {quorum} are needed")]
@@ -84,14 +48,6 @@ pub enum Error {
         answered: usize,
         /// The majority needed.
         quorum: usize,
-    },
-
-    /// A semaphore was used before anyone set its permits (`try_set_permits` or
-    /// `add_permits`), or after it was deleted: waiting would never succeed.
-    #[error("semaphore {name:?} is not initialized: set its permits first")]
-    NotInitialized {
-        /// The semaphore's name.
-        name: String,
     },
 
     /// A day's id counter passed 2³² − 1: no more ids for that prefix until the next UTC day.
@@ -146,31 +102,109 @@ pub enum Error {
     /// ([`ClientBuilder::aof_acks`](crate::ClientBuilder::aof_acks)) and the server cannot
     /// give them: it has no `WAITAOF` (Redis before 7.2), or the master's own file is
     /// required and it writes none (`appendonly no`) or never syncs it (`appendfsync
-    /// no`). Reported at connect when the
-    /// server lets the client check (`COMMAND INFO`, `CONFIG GET`), else by the first
-    /// grant, which is then undone.
+    /// no`). Reported at connect when the server lets the client check (`COMMAND INFO`,
+    /// `CONFIG GET`), else by the first grant, which is then undone.
     #[error("append-only file acknowledgements are not available: {reason}")]
     AofAcksUnavailable {
         /// What the server lacks.
         reason: String,
     },
-
-    /// A holder of a read-write lock's read side asked for its write side. Waiting would
-    /// deadlock against any other reader doing the same, so it is refused at once:
-    /// release the read guards first, or take the write side first and read inside it.
-    #[error(
-        "read-write lock {name:?}: a reader cannot take the write lock; release the read lock first"
-    )]
-    UpgradeRefused {
-        /// The lock's name.
-        name: String,
-    },
 }
 
-impl From<redis::RedisError> for Error {
-    fn from(e: redis::RedisError) -> Self {
-        Self::Redis(e)
+impl StoreError for RedisStoreError {
+    fn store(&self) -> &'static str {
+        STORE
     }
+
+    /// Redis could not be reached, or could not serve the call right now (a master
+    /// failing over, a slot moving, replicas not yet back to acknowledge a grant).
+    fn is_transient(&self) -> bool {
+        match self {
+            Self::Command(e) | Self::Connect(e) => {
+                is_connection_failure(e)
+                    || matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(
+                            redis::ServerErrorKind::ReadOnly
+                                | redis::ServerErrorKind::MasterDown
+                                | redis::ServerErrorKind::ClusterDown
+                                | redis::ServerErrorKind::TryAgain
+                                | redis::ServerErrorKind::BusyLoading
+                                | redis::ServerErrorKind::Moved
+                                | redis::ServerErrorKind::Ask
+                        ) | redis::ErrorKind::ClusterConnectionNotFound
+                    )
+            }
+            Self::NotReplicated { .. } | Self::NotPersisted { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// A command whose reply was lost (connection dropped, timeout) may have run; a
+    /// write that replicas or disks did not acknowledge did run on the master.
+    fn maybe_executed(&self) -> bool {
+        match self {
+            Self::Command(e) => e.is_timeout() || e.is_connection_dropped() || e.is_io_error(),
+            Self::NotReplicated { .. } | Self::NotPersisted { .. } => true,
+            _ => false,
+        }
+    }
+
+    fn is_connection(&self) -> bool {
+        match self {
+            Self::Command(e) | Self::Connect(e) => is_connection_failure(e),
+            _ => false,
+        }
+    }
+}
+
+impl From<RedisStoreError> for Error {
+    fn from(e: RedisStoreError) -> Self {
+        Error::store(e)
+    }
+}
+
+fn is_connection_failure(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+/// A failed Redis command as the store-neutral error.
+pub(crate) fn command_error(e: redis::RedisError) -> Error {
+    Error::store(RedisStoreError::Command(e))
+}
+
+/// `?` for redis-rs results inside the crate: the failure as the store-neutral error.
+pub(crate) trait RedisResultExt<T> {
+    /// The result with a failure as [`RedisStoreError::Command`].
+    fn or_command_error(self) -> Result<T>;
+}
+
+impl<T> RedisResultExt<T> for redis::RedisResult<T> {
+    fn or_command_error(self) -> Result<T> {
+        self.map_err(command_error)
+    }
+}
+
+/// The redis-rs error a failed command carries, if this is one.
+pub(crate) fn failed_command(e: &Error) -> Option<&redis::RedisError> {
+    match e.store_error::<RedisStoreError>()? {
+        RedisStoreError::Command(e) | RedisStoreError::Connect(e) => Some(e),
+        _ => None,
+    }
+}
+
+/// True when a grant or renewal was written on the master but does not count: too few
+/// acknowledged it, or the server could not acknowledge it at all. An acquire that gets
+/// it gives the grant back.
+pub(crate) fn is_unacknowledged(e: &Error) -> bool {
+    matches!(
+        e.store_error::<RedisStoreError>(),
+        Some(
+            RedisStoreError::NotReplicated { .. }
+                | RedisStoreError::NotPersisted { .. }
+                | RedisStoreError::AofAcksUnavailable { .. }
+        )
+    )
 }
 
 /// The reason in a redis-rs error as a person reads it: a server's error as the server
@@ -223,10 +257,7 @@ fn lowercase_sentence(text: &str) -> String {
     lowered
 }
 
-/// `Result` with [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// What [`Error::NotPersisted`] says had the write: `master: no, replicas: 0 of 1`.
+/// What [`RedisStoreError::NotPersisted`] says had the write: `master: no, replicas: 0 of 1`.
 fn aof_shortfall(local: Option<bool>, acked: u32, wanted: u32) -> String {
     let master = local.map(|on_disk| format!("master: {}", if on_disk { "yes" } else { "no" }));
     let replicas = (wanted > 0).then(|| format!("replicas: {acked} of {wanted}"));
@@ -235,77 +266,6 @@ fn aof_shortfall(local: Option<bool>, acked: u32, wanted: u32) -> String {
         .flatten()
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-impl Error {
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Self::InvalidArgument(message.into())
-    }
-
-    pub(crate) fn cancelled(name: &str) -> Self {
-        Self::Cancelled {
-            name: name.to_owned(),
-        }
-    }
-
-    pub(crate) fn wait_ended(name: &str) -> Self {
-        Self::WaitEnded {
-            name: name.to_owned(),
-        }
-    }
-
-    /// True when Redis could not be reached, or could not serve the call right now (a
-    /// master failing over, a slot moving, replicas not yet back to acknowledge a
-    /// grant): another try later may succeed.
-    pub(crate) fn is_transient(&self) -> bool {
-        if self.is_connection_error()
-            || matches!(self, Self::NotReplicated { .. } | Self::NotPersisted { .. })
-        {
-            return true;
-        }
-        matches!(
-            self,
-            Self::Redis(redis) if matches!(
-                redis.kind(),
-                redis::ErrorKind::Server(
-                    redis::ServerErrorKind::ReadOnly
-                        | redis::ServerErrorKind::MasterDown
-                        | redis::ServerErrorKind::ClusterDown
-                        | redis::ServerErrorKind::TryAgain
-                        | redis::ServerErrorKind::BusyLoading
-                        | redis::ServerErrorKind::Moved
-                        | redis::ServerErrorKind::Ask
-                ) | redis::ErrorKind::ClusterConnectionNotFound
-            )
-        )
-    }
-
-    /// True when a grant or renewal was written on the master but does not count: too
-    /// few acknowledged it, or the server could not acknowledge it at all. An acquire
-    /// that gets it gives the grant back.
-    pub(crate) fn is_unacknowledged(&self) -> bool {
-        matches!(
-            self,
-            Self::NotReplicated { .. }
-                | Self::NotPersisted { .. }
-                | Self::AofAcksUnavailable { .. }
-        )
-    }
-
-    /// True when the error came from the connection (I/O, timeout, refused) rather than
-    /// from what the server answered; the operation may or may not have been applied.
-    pub fn is_connection_error(&self) -> bool {
-        match self {
-            Self::Connect { .. } => true,
-            Self::Redis(e) => {
-                e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
-            }
-            _ => false,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -318,42 +278,38 @@ mod tests {
         let io =
             redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         vec![
-            Error::invalid("name must not be empty"),
             Error::Connect {
-                url: "redis://127.0.0.1:1".into(),
-                cause: io.clone(),
+                target: "redis://127.0.0.1:1".into(),
+                cause: Box::new(RedisStoreError::Connect(io.clone())),
             },
-            Error::Redis(io),
-            Error::LeaseExpired { name: "a".into() },
-            Error::NotOwner { name: "a".into() },
-            Error::Protocol("lock acquire returned [7]".into()),
-            Error::cancelled("a"),
-            Error::ShuttingDown,
-            Error::wait_ended("a"),
-            Error::NoQuorum {
+            RedisStoreError::Command(io).into(),
+            RedisStoreError::NoQuorum {
                 name: "a".into(),
                 answered: 1,
                 quorum: 2,
-            },
-            Error::NotInitialized { name: "a".into() },
-            Error::SequenceExhausted { key: "k".into() },
-            Error::ClockOutOfRange { unix_seconds: 0 },
-            Error::UnsupportedServer {
+            }
+            .into(),
+            RedisStoreError::SequenceExhausted { key: "k".into() }.into(),
+            RedisStoreError::ClockOutOfRange { unix_seconds: 0 }.into(),
+            RedisStoreError::UnsupportedServer {
                 version: "6.2.0".into(),
-            },
-            Error::UpgradeRefused { name: "a".into() },
-            Error::NotReplicated {
+            }
+            .into(),
+            RedisStoreError::NotReplicated {
                 acked: 0,
                 wanted: 1,
-            },
-            Error::NotPersisted {
+            }
+            .into(),
+            RedisStoreError::NotPersisted {
                 local: Some(false),
                 acked: 0,
                 wanted: 1,
-            },
-            Error::AofAcksUnavailable {
+            }
+            .into(),
+            RedisStoreError::AofAcksUnavailable {
                 reason: "the server has no WAITAOF".into(),
-            },
+            }
+            .into(),
         ]
     }
 
@@ -367,13 +323,17 @@ mod tests {
             );
             assert!(!message.ends_with('.'), "{message}");
             assert!(error.source().is_none(), "{message}");
+            assert_eq!(error.store_name(), Some("redis"), "{message}");
         }
-        let timeout = Error::Redis(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
+        let timeout = command_error(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
         assert_eq!(
             timeout.to_string(),
             "redis command failed: no reply within the response timeout"
         );
-        let refused = every_variant().swap_remove(1).to_string();
+        assert!(
+            timeout.is_transient() && timeout.maybe_executed() && timeout.is_connection_error()
+        );
+        let refused = every_variant().swap_remove(0).to_string();
         assert_eq!(
             refused,
             "cannot connect to redis://127.0.0.1:1: connection refused"
@@ -381,13 +341,30 @@ mod tests {
     }
 
     #[test]
+    fn unacknowledged_writes_are_transient_and_may_have_run() {
+        let e: Error = RedisStoreError::NotPersisted {
+            local: Some(true),
+            acked: 0,
+            wanted: 1,
+        }
+        .into();
+        assert!(is_unacknowledged(&e) && e.is_transient() && e.maybe_executed());
+        let refused = command_error(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "no",
+        )));
+        assert!(!refused.is_transient() && !refused.maybe_executed());
+        assert!(failed_command(&refused).is_some());
+    }
+
+    #[test]
     fn an_aof_shortfall_says_which_files_had_the_write() {
         let message = |local, acked, wanted| {
-            Error::NotPersisted {
+            Error::from(RedisStoreError::NotPersisted {
                 local,
                 acked,
                 wanted,
-            }
+            })
             .to_string()
         };
         assert_eq!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::{Inner, SEQUENCE_BITS, compose, day_of, validate_prefix};
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, RedisStoreError, Result, command_error, failed_command};
 
 /// A block that lasted less than this was too small: the next one is twice as large.
 const GROW_BELOW: Duration = Duration::from_millis(50);
@@ -160,9 +160,12 @@ impl Batcher {
             };
         }
         if state.exhausted_day == Some(day) {
-            return Step::Failed(Error::SequenceExhausted {
-                key: inner.day_key(prefix, day).to_string(),
-            });
+            return Step::Failed(
+                RedisStoreError::SequenceExhausted {
+                    key: inner.day_key(prefix, day).to_string(),
+                }
+                .into(),
+            );
         }
         let (tx, rx) = oneshot::channel();
         state.waiters.push_back(tx);
@@ -344,7 +347,8 @@ impl State {
             Ok(now) => now,
             Err(unix_seconds) => {
                 for waiter in self.waiters.drain(..) {
-                    let _ = waiter.send(Err(Error::ClockOutOfRange { unix_seconds }));
+                    let _ =
+                        waiter.send(Err(RedisStoreError::ClockOutOfRange { unix_seconds }.into()));
                 }
                 return;
             }
@@ -361,7 +365,10 @@ impl State {
                 if self.exhausted_day == Some(day) {
                     let key = key_of(day);
                     for waiter in self.waiters.drain(..) {
-                        let _ = waiter.send(Err(Error::SequenceExhausted { key: key.clone() }));
+                        let _ = waiter
+                            .send(Err(
+                                RedisStoreError::SequenceExhausted { key: key.clone() }.into()
+                            ));
                     }
                 }
                 return;
@@ -410,8 +417,10 @@ fn spawn_reservation(inner: Arc<Inner>, prefix: &str, reservation: Reservation) 
 
 /// One failed reservation's error for each of the callers it fails.
 fn shared_error(e: &Error) -> Error {
+    if let Some(failed) = failed_command(e) {
+        return command_error(failed.clone());
+    }
     match e {
-        Error::Redis(e) => Error::Redis(e.clone()),
         Error::Protocol(message) => Error::Protocol(message.clone()),
         other => Error::Protocol(other.to_string()),
     }

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Datelike as _, NaiveDate, Utc};
 
-use crate::api::error::{Error, Result};
-use crate::redis::client::Client;
+use crate::api::error::{Error, RedisStoreError, Result};
+use crate::backend::client::Client;
 
 mod batch;
 
@@ -371,7 +371,7 @@ impl Inner {
     /// The clock as id seconds, checked against the 31-bit range.
     fn seconds(&self) -> Result<i64> {
         self.clock_seconds()
-            .map_err(|unix_seconds| Error::ClockOutOfRange { unix_seconds })
+            .map_err(|unix_seconds| RedisStoreError::ClockOutOfRange { unix_seconds }.into())
     }
 
     /// The clock as id seconds, or as seconds since 1970 when out of the id range.
@@ -498,7 +498,7 @@ fn sequence(n: i64, key: &impl fmt::Display) -> Result<u32> {
     u32::try_from(n).map_err(|_| {
         let key = key.to_string();
         if n > 0 {
-            Error::SequenceExhausted { key }
+            RedisStoreError::SequenceExhausted { key }.into()
         } else {
             Error::Protocol(format!("id counter {key:?} went to {n}"))
         }
@@ -731,7 +731,10 @@ mod tests {
         assert_eq!(sequence(i64::from(u32::MAX), &"k").expect("fits"), u32::MAX);
         assert!(matches!(
             sequence(i64::from(u32::MAX) + 1, &"k"),
-            Err(Error::SequenceExhausted { key }) if key == "k"
+            Err(e) if matches!(
+                e.store_error::<RedisStoreError>(),
+                Some(RedisStoreError::SequenceExhausted { key }) if key == "k"
+            )
         ));
         assert!(matches!(sequence(-1, &"k"), Err(Error::Protocol(_))));
     }

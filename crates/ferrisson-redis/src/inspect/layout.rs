@@ -3,9 +3,9 @@
 
 use chrono::NaiveDate;
 
+use crate::backend::ids::OwnerId;
+use crate::backend::scripts::inspect::KeyLayout;
 use crate::inspect::PrimitiveKind;
-use crate::redis::ids::OwnerId;
-use crate::redis::scripts::inspect::KeyLayout;
 
 /// The companion keys the rule looks at, `{name}:<suffix>`, in the order the layout read
 /// reports them.

@@ -80,13 +80,13 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use crate::api::error::{Error, Result};
 use crate::api::fencing::FencingToken;
+use crate::backend::client::Client;
+use crate::backend::keys::{WAITERS_SUFFIX, validate_name};
+use crate::backend::scripts::inspect::InspectLayout;
 use crate::locks::fair::FairLockInfo;
 use crate::locks::lock::LockInfo;
 use crate::locks::rwlock::RwLockInfo;
 use crate::locks::simple::SimpleLockInfo;
-use crate::redis::client::Client;
-use crate::redis::keys::{WAITERS_SUFFIX, validate_name};
-use crate::redis::scripts::inspect::InspectLayout;
 use crate::sync::election::ElectionInfo;
 use crate::sync::expirable_semaphore::ExpirableSemaphoreInfo;
 use crate::sync::latch::CountDownLatchInfo;

@@ -7,10 +7,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::api::DistributedLock;
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, Result, is_unacknowledged};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::{Lease, validate_lease};
+use crate::backend::client::Client;
+use crate::backend::holds::Renewal;
+use crate::backend::ids::OwnerId;
+use crate::backend::ids::ReleaseId;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::Released;
+use crate::backend::scripts::fair::{
+    FairAcquire, FairAcquired, FairCancel, FairForceRelease, FairInspect, FairKeys, FairMode,
+    FairRelease,
+};
 use crate::locks::lock::parse_lock_hash;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
@@ -18,16 +27,7 @@ use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
 use crate::primitive::wait::{Attempt, Channel, acquire_with_wait, try_once};
-use crate::redis::client::Client;
-use crate::redis::holds::Renewal;
-use crate::redis::ids::OwnerId;
-use crate::redis::ids::ReleaseId;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::Released;
-use crate::redis::scripts::fair::{
-    FairAcquire, FairAcquired, FairCancel, FairForceRelease, FairInspect, FairKeys, FairMode,
-    FairRelease,
-};
+use ferrisson_core::DistributedLock;
 
 /// Default keep-alive of a fair lock's waiter entry: a waiter that dies blocks the queue
 /// at most this long.
@@ -563,7 +563,7 @@ impl FairLock {
                     })
                     .await;
                 if let Err(e) = &reply
-                    && e.is_unacknowledged()
+                    && is_unacknowledged(e)
                 {
                     // Granted, but not acknowledged as required: give it back.
                     let release = ReleaseFair {
@@ -606,6 +606,10 @@ impl FairLock {
 
 impl DistributedLock for FairLock {
     type Guard = FairLockGuard;
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::FAIR_LOCK
+    }
 
     fn name(&self) -> &str {
         FairLock::name(self)

@@ -5,10 +5,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::DistributedLock;
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, Result, is_unacknowledged};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::holds::Renewal;
+use crate::backend::ids::ReleaseId;
+use crate::backend::ids::{OwnerId, TaskKey};
+use crate::backend::keys::Keys;
+use crate::backend::scripts::Released;
+use crate::backend::scripts::lock::{
+    AcquireMode, LockAbandon, LockAcquire, LockAcquired, LockInspect, LockRelease,
+};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
@@ -16,15 +24,7 @@ use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
 use crate::primitive::wait::{Attempt, Registration, holder_wait, try_once};
 use crate::primitive::wake::{Waiting, WakeOne};
-use crate::redis::client::Client;
-use crate::redis::holds::Renewal;
-use crate::redis::ids::ReleaseId;
-use crate::redis::ids::{OwnerId, TaskKey};
-use crate::redis::keys::Keys;
-use crate::redis::scripts::Released;
-use crate::redis::scripts::lock::{
-    AcquireMode, LockAbandon, LockAcquire, LockAcquired, LockInspect, LockRelease,
-};
+use ferrisson_core::DistributedLock;
 
 impl Client {
     /// A handle to the reentrant lock called `name` (no Redis traffic until used).
@@ -479,7 +479,7 @@ impl Lock {
                 // `undo` removes this attempt's owner if it did.
                 let reply = match self.client.connection().run(&call).await {
                     Ok(reply) => reply,
-                    Err(e) if e.is_unacknowledged() => {
+                    Err(e) if is_unacknowledged(&e) => {
                         // Granted, but not acknowledged as required: give it back before
                         // reporting it.
                         let _ = undo.run_now().await;
@@ -515,7 +515,7 @@ impl Lock {
                             })
                             .await;
                         if let Err(e) = &reply
-                            && e.is_unacknowledged()
+                            && is_unacknowledged(e)
                         {
                             // Granted, but not acknowledged as required: give it back.
                             let release = ReleaseLock {
@@ -550,6 +550,10 @@ impl Lock {
 
 impl DistributedLock for Lock {
     type Guard = LockGuard;
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::LOCK
+    }
 
     fn name(&self) -> &str {
         Lock::name(self)

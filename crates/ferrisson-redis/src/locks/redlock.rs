@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,23 +11,23 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::api::DistributedLock;
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, RedisStoreError, Result};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::{Lease, validate_lease};
+use crate::backend::client::Client;
+use crate::backend::holds::Hold;
+use crate::backend::ids::OwnerId;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::ScriptCall;
+use crate::backend::scripts::simple::{
+    Compared, KeyAcquired, RedlockAcquire, RedlockExtend, RedlockForceRelease, RedlockRaiseFloor,
+    RedlockRelease, SimpleInspect,
+};
 use crate::observe::acquire::{Grant, observe_acquire, observe_wait};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::redis::client::Client;
-use crate::redis::holds::Hold;
-use crate::redis::ids::OwnerId;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::ScriptCall;
-use crate::redis::scripts::simple::{
-    Compared, KeyAcquired, RedlockAcquire, RedlockExtend, RedlockForceRelease, RedlockRaiseFloor,
-    RedlockRelease, SimpleInspect,
-};
+use ferrisson_core::DistributedLock;
 
 /// Default lease of a [`Redlock`]: its keys live this long on every server (a fixed
 /// lease; see [`Redlock::with_lease`]).
@@ -278,7 +277,7 @@ impl Redlock {
             .iter()
             .map(|node| node.client.watchdog_lease())
             .min()
-            .unwrap_or(crate::redis::client::DEFAULT_WATCHDOG_LEASE)
+            .unwrap_or(crate::backend::client::DEFAULT_WATCHDOG_LEASE)
     }
 
     /// The same Redlock with another per-node timeout: how long one server may take to
@@ -377,11 +376,12 @@ impl Redlock {
 
     /// The error for too few answers when no server reported an error of its own.
     fn no_quorum(&self, answered: usize) -> Error {
-        Error::NoQuorum {
+        RedisStoreError::NoQuorum {
             name: self.name.to_string(),
             answered,
             quorum: self.quorum(),
         }
+        .into()
     }
 
     /// The lease this Redlock acquires with.
@@ -596,7 +596,7 @@ impl Redlock {
         // futures, nested in the acquire's, would otherwise make it too deep a type for a
         // caller's compiler.
         join_all(self.nodes.iter().map(|node| {
-            Box::pin(within(timeout, async move {
+            Box::pin(within(&self.name, timeout, async move {
                 node.client.connection().run(&call(node)).await
             }))
         }))
@@ -720,7 +720,7 @@ impl Redlock {
     ) -> usize {
         let timeout = self.node_timeout();
         let replies = join_all(granted.iter().map(|&(node, _)| {
-            Box::pin(within(timeout, async move {
+            Box::pin(within(&self.name, timeout, async move {
                 node.client
                     .connection()
                     .run(&RedlockRaiseFloor {
@@ -764,6 +764,10 @@ impl Redlock {
 impl DistributedLock for Redlock {
     type Guard = RedlockGuard;
 
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::REDLOCK
+    }
+
     fn name(&self) -> &str {
         Redlock::name(self)
     }
@@ -802,17 +806,19 @@ fn millis_between(max: Duration) -> Duration {
     Duration::from_millis(rand::random_range(0..=max))
 }
 
-/// Runs one node's call, counting a reply later than `timeout` as a failure.
-fn within<T>(
+/// Runs one node's call for the Redlock `name`, counting a reply later than `timeout`
+/// as [`Error::TimedOut`].
+fn within<'a, T>(
+    name: &'a str,
     timeout: Duration,
-    call: impl Future<Output = Result<T>>,
-) -> impl Future<Output = Result<T>> {
+    call: impl Future<Output = Result<T>> + 'a,
+) -> impl Future<Output = Result<T>> + 'a {
     tokio::time::timeout(timeout, call).map(move |reply| match reply {
         Ok(reply) => reply,
-        Err(_) => Err(Error::Redis(redis::RedisError::from(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("redlock node did not answer within {timeout:?}"),
-        )))),
+        Err(_) => Err(Error::TimedOut {
+            name: name.to_owned(),
+            after: timeout,
+        }),
     })
 }
 
@@ -1103,13 +1109,15 @@ impl Grant for RedlockGuard {
     }
 }
 
-impl crate::api::Guard for RedlockGuard {
-    fn name(&self) -> &str {
-        RedlockGuard::name(self)
-    }
-
+impl ferrisson_core::Fenced for RedlockGuard {
     fn fencing_token(&self) -> FencingToken {
         RedlockGuard::fencing_token(self)
+    }
+}
+
+impl ferrisson_core::Guard for RedlockGuard {
+    fn name(&self) -> &str {
+        RedlockGuard::name(self)
     }
 
     fn is_held(&self) -> bool {

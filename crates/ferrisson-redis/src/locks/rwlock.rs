@@ -6,24 +6,24 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, Result, is_unacknowledged};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::holds::Renewal;
+use crate::backend::ids::OwnerId;
+use crate::backend::ids::ReleaseId;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::Released;
+use crate::backend::scripts::rwlock::{
+    RwAcquire, RwAcquired, RwForceRelease, RwInspect, RwKeys, RwMode, RwRelease, RwWithdraw, Side,
+};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::reentrant::{self, Answer, HoldSpec, Sent};
 use crate::primitive::undo::{UndoOnDrop, send_or_undo};
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
-use crate::redis::client::Client;
-use crate::redis::holds::Renewal;
-use crate::redis::ids::OwnerId;
-use crate::redis::ids::ReleaseId;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::Released;
-use crate::redis::scripts::rwlock::{
-    RwAcquire, RwAcquired, RwForceRelease, RwInspect, RwKeys, RwMode, RwRelease, RwWithdraw, Side,
-};
 
 /// How long Redis remembers an applied release id: longer than any retry takes.
 const RELEASE_MEMORY: Duration = Duration::from_secs(60);
@@ -643,7 +643,7 @@ impl RwLock {
                     })
                     .await;
                 if let Err(e) = &reply
-                    && e.is_unacknowledged()
+                    && is_unacknowledged(e)
                 {
                     // Granted, but not acknowledged as required: give it back.
                     let release = ReleaseSide {
@@ -785,5 +785,42 @@ impl fmt::Debug for RwLockWriteGuard {
         self.inner
             .hold()
             .fmt_fields(&mut f.debug_struct("RwLockWriteGuard"))
+    }
+}
+
+impl ferrisson_core::DistributedRwLock for RwLock {
+    type ReadGuard = RwLockReadGuard;
+    type WriteGuard = RwLockWriteGuard;
+
+    fn name(&self) -> &str {
+        RwLock::name(self)
+    }
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::RW_LOCK
+    }
+
+    async fn read(&self) -> Result<RwLockReadGuard> {
+        RwLock::read(self).await
+    }
+
+    async fn try_read(&self) -> Result<Option<RwLockReadGuard>> {
+        RwLock::try_read(self).await
+    }
+
+    async fn read_timeout(&self, wait: Duration) -> Result<Option<RwLockReadGuard>> {
+        RwLock::read_timeout(self, wait).await
+    }
+
+    async fn write(&self) -> Result<RwLockWriteGuard> {
+        RwLock::write(self).await
+    }
+
+    async fn try_write(&self) -> Result<Option<RwLockWriteGuard>> {
+        RwLock::try_write(self).await
+    }
+
+    async fn write_timeout(&self, wait: Duration) -> Result<Option<RwLockWriteGuard>> {
+        RwLock::write_timeout(self, wait).await
     }
 }

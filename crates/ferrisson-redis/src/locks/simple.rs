@@ -5,21 +5,21 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::DistributedLock;
 use crate::api::error::{Error, Result};
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::ids::OwnerId;
+use crate::backend::ids::ReleaseId;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::Released;
+use crate::backend::scripts::simple::{KeyAcquired, SimpleAcquire, SimpleInspect, SimpleRelease};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::single::{self, SingleAnswer, SingleSpec};
 use crate::primitive::wait::{Attempt, Registration, try_once};
 use crate::primitive::wake::{Waiting, WakeOne};
-use crate::redis::client::Client;
-use crate::redis::ids::OwnerId;
-use crate::redis::ids::ReleaseId;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::Released;
-use crate::redis::scripts::simple::{KeyAcquired, SimpleAcquire, SimpleInspect, SimpleRelease};
+use ferrisson_core::DistributedLock;
 
 /// Default lease of a [`SimpleLock`]: fixed, no renewal.
 pub const DEFAULT_SIMPLE_LEASE: Duration = Duration::from_secs(30);
@@ -328,6 +328,10 @@ pub struct SimpleLockInfo {
 
 impl DistributedLock for SimpleLock {
     type Guard = SimpleLockGuard;
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::SIMPLE_LOCK
+    }
 
     fn name(&self) -> &str {
         SimpleLock::name(self)

@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use crate::api::error::Result;
 use crate::api::fencing::FencingToken;
+use crate::backend::client::Client;
+use crate::backend::holds::Hold;
+use crate::backend::ids::OwnerId;
+use crate::backend::ids::ReleaseId;
+use crate::backend::scripts::Released;
 use crate::observe::acquire::Grant;
 use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::release::release_with_retry;
-use crate::redis::client::Client;
-use crate::redis::holds::Hold;
-use crate::redis::ids::OwnerId;
-use crate::redis::ids::ReleaseId;
-use crate::redis::scripts::Released;
 
 /// How a primitive sends one release of one hold.
 pub(crate) trait SendRelease: Send + Sync + 'static {
@@ -205,6 +205,27 @@ macro_rules! hold_guard_methods {
                 self.inner.unlock().await
             }
         }
+        impl $crate::Guard for $guard {
+            fn name(&self) -> &str {
+                $guard::name(self)
+            }
+
+            fn is_held(&self) -> bool {
+                $guard::is_held(self)
+            }
+
+            fn remaining(&self) -> std::time::Duration {
+                $guard::remaining(self)
+            }
+
+            async fn lost(&self) {
+                $guard::lost(self).await;
+            }
+
+            async fn unlock(self) -> $crate::Result<()> {
+                $guard::unlock(self).await
+            }
+        }
     };
     ($guard:ident, $released:literal, token) => {
         hold_guard_methods!($guard, $released);
@@ -231,31 +252,12 @@ macro_rules! hold_guard_methods {
             }
         }
 
-        impl $crate::Guard for $guard {
-            fn name(&self) -> &str {
-                $guard::name(self)
-            }
-
+        impl $crate::Fenced for $guard {
             fn fencing_token(&self) -> $crate::FencingToken {
                 $guard::fencing_token(self)
             }
-
-            fn is_held(&self) -> bool {
-                $guard::is_held(self)
-            }
-
-            fn remaining(&self) -> std::time::Duration {
-                $guard::remaining(self)
-            }
-
-            async fn lost(&self) {
-                $guard::lost(self).await;
-            }
-
-            async fn unlock(self) -> $crate::Result<()> {
-                $guard::unlock(self).await
-            }
         }
+
     };
 }
 

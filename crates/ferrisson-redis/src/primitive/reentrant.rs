@@ -3,7 +3,7 @@
 //! with the client's record of holds once Redis answered.
 //!
 //! Re-entry is transparent inside one tokio task: the task that holds a lock finds its
-//! live hold in the client's [`Holds`](crate::redis::holds::Holds) and sends the hold's
+//! live hold in the client's [`Holds`](crate::backend::holds::Holds) and sends the hold's
 //! owner id in re-entry mode. Another task never finds that hold (holds are found by task
 //! and by live guards), so it sends a fresh owner id and waits like anyone else.
 
@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use crate::api::error::Result;
 use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::holds::{Hold, Renewal};
+use crate::backend::ids::{OwnerId, TaskKey};
+use crate::backend::keys::Keys;
 use crate::observe::probe::Probe;
 use crate::primitive::wait::Attempt;
-use crate::redis::client::Client;
-use crate::redis::holds::{Hold, Renewal};
-use crate::redis::ids::{OwnerId, TaskKey};
-use crate::redis::keys::Keys;
 
 /// The lock an attempt is for, as the hold record needs it.
 pub(crate) struct HoldSpec<'a> {

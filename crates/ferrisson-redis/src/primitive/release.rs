@@ -8,8 +8,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::api::error::{Error, Result};
-use crate::redis::ids::ReleaseId;
-use crate::redis::scripts::Released;
+use crate::backend::ids::ReleaseId;
+use crate::backend::scripts::Released;
 
 /// How often a release whose reply was lost is sent.
 const ATTEMPTS: u32 = 3;

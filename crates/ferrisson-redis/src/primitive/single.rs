@@ -10,17 +10,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::api::error::Result;
+use crate::api::error::{Result, is_unacknowledged};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::holds::{Hold, Renewal};
+use crate::backend::ids::{OwnerId, ReleaseId};
+use crate::backend::keys::Keys;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease};
 use crate::primitive::undo::UndoOnDrop;
 use crate::primitive::wait::Attempt;
-use crate::redis::client::Client;
-use crate::redis::holds::{Hold, Renewal};
-use crate::redis::ids::{OwnerId, ReleaseId};
-use crate::redis::keys::Keys;
 
 /// What a single-owner acquire script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ where
     let sent_at = Instant::now();
     let reply = match send(owner, lease).await {
         Ok(reply) => reply,
-        Err(e) if e.is_unacknowledged() => {
+        Err(e) if is_unacknowledged(&e) => {
             // Granted, but not acknowledged as required: give it back before reporting it.
             let _ = undo.run_now().await;
             return Err(e);

@@ -10,11 +10,11 @@ use futures_util::FutureExt as _;
 use tokio::time::Instant;
 
 use crate::api::error::Result;
+use crate::backend::client::Client;
+use crate::backend::ids::OwnerId;
+use crate::backend::pubsub::Subscription;
 use crate::observe::acquire::{Grant, observe_acquire, observe_wait};
 use crate::observe::probe::Probe;
-use crate::redis::client::Client;
-use crate::redis::ids::OwnerId;
-use crate::redis::pubsub::Subscription;
 
 /// Wait used when the holder's key has no expiry (set by someone outside ferrisson).
 const NO_TTL_FALLBACK: Duration = Duration::from_secs(5);

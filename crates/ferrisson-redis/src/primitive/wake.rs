@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::error::Result;
+use crate::backend::client::Client;
+use crate::backend::keys::{Keys, WakeNames};
+use crate::backend::scripts::wake::{Register, WakeForceRelease, WakeKeys, WakeWithdraw};
 use crate::observe::acquire::Grant;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::wait::{Attempt, Registration, acquire_with_registration};
-use crate::redis::client::Client;
-use crate::redis::keys::{Keys, WakeNames};
-use crate::redis::scripts::wake::{Register, WakeForceRelease, WakeKeys, WakeWithdraw};
 
 /// How one lock's release wakes one of its waiting clients: the names, built once per
 /// handle and shared by its guards (cheap to clone).

@@ -13,24 +13,24 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::api::DistributedLock;
 use crate::api::error::{Error, Result};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::Lease;
+use crate::backend::client::Client;
+use crate::backend::ids::{OwnerId, ReleaseId};
+use crate::backend::keys::Keys;
+use crate::backend::pubsub::Subscription;
+use crate::backend::scripts::Released;
+use crate::backend::scripts::election::{
+    Campaign, Campaigned, Observe, Observed, Resign, TermRecord,
+};
+use crate::backend::scripts::simple::Compared;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::guard::{HoldGuard, SendRelease, hold_guard_methods};
 use crate::primitive::single::{self, SingleAnswer, SingleSpec};
 use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
-use crate::redis::client::Client;
-use crate::redis::ids::{OwnerId, ReleaseId};
-use crate::redis::keys::Keys;
-use crate::redis::pubsub::Subscription;
-use crate::redis::scripts::Released;
-use crate::redis::scripts::election::{
-    Campaign, Campaigned, Observe, Observed, Resign, TermRecord,
-};
-use crate::redis::scripts::simple::Compared;
+use ferrisson_core::DistributedLock;
 
 /// Longest accepted candidate id, in bytes.
 pub const MAX_CANDIDATE_ID_LEN: usize = 256;
@@ -548,6 +548,10 @@ fn current_leader(name: &str, observed: &Observed) -> Result<Option<LeaderInfo>>
 impl DistributedLock for Election {
     type Guard = Leadership;
 
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::ELECTION
+    }
+
     fn name(&self) -> &str {
         Election::name(self)
     }
@@ -781,5 +785,29 @@ impl Seen {
             Ok(ms) if leading => Duration::from_millis(ms + 1),
             _ => VACANT_RECHECK,
         })
+    }
+}
+
+impl ferrisson_core::DistributedElection for Election {
+    type Leadership = Leadership;
+
+    fn name(&self) -> &str {
+        Election::name(self)
+    }
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::ELECTION
+    }
+
+    async fn campaign(&self) -> Result<Leadership> {
+        Election::campaign(self).await
+    }
+
+    async fn try_campaign(&self) -> Result<Option<Leadership>> {
+        Election::try_campaign(self).await
+    }
+
+    async fn campaign_timeout(&self, wait: Duration) -> Result<Option<Leadership>> {
+        Election::campaign_timeout(self, wait).await
     }
 }

@@ -11,22 +11,22 @@ use tokio::time::Instant;
 use crate::api::error::{Error, Result};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::{Lease, validate_lease};
+use crate::backend::client::Client;
+use crate::backend::holds::{Hold, Renewal};
+use crate::backend::ids::PermitId;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::semaphore::{
+    SemaphoreAdd, SemaphoreDelete, SemaphoreDrain, SemaphoreSet,
+};
+use crate::backend::scripts::xsem::{
+    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemUpdateLease,
+};
 use crate::observe::acquire::Grant;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
-use crate::redis::client::Client;
-use crate::redis::holds::{Hold, Renewal};
-use crate::redis::ids::PermitId;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::semaphore::{
-    SemaphoreAdd, SemaphoreDelete, SemaphoreDrain, SemaphoreSet,
-};
-use crate::redis::scripts::xsem::{
-    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemUpdateLease,
-};
 use crate::sync::semaphore::{DEFAULT_SEMAPHORE_RECHECK, validate_permits, validate_recheck};
 
 /// How often a release is sent again after a connection error (safe: releasing an id
@@ -1154,5 +1154,63 @@ impl Drop for ExpirablePermit {
                 }
             },
         );
+    }
+}
+
+impl ferrisson_core::DistributedSemaphore for ExpirableSemaphore {
+    type Permit = ExpirablePermit;
+
+    fn name(&self) -> &str {
+        ExpirableSemaphore::name(self)
+    }
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::EXPIRABLE_SEMAPHORE
+    }
+
+    async fn acquire(&self) -> Result<ExpirablePermit> {
+        ExpirableSemaphore::acquire(self).await
+    }
+
+    async fn try_acquire(&self) -> Result<Option<ExpirablePermit>> {
+        ExpirableSemaphore::try_acquire(self).await
+    }
+
+    async fn acquire_timeout(&self, wait: Duration) -> Result<Option<ExpirablePermit>> {
+        ExpirableSemaphore::acquire_timeout(self, wait).await
+    }
+}
+
+impl ferrisson_core::Permit for ExpirablePermit {
+    fn name(&self) -> &str {
+        ExpirablePermit::name(self)
+    }
+
+    async fn release(self) -> Result<()> {
+        ExpirablePermit::release(self).await
+    }
+}
+
+/// A permit with a lease is a hold like a lock's: valid while renewed, lost when its
+/// lease runs out or it is reclaimed.
+impl ferrisson_core::Guard for ExpirablePermit {
+    fn name(&self) -> &str {
+        ExpirablePermit::name(self)
+    }
+
+    fn is_held(&self) -> bool {
+        ExpirablePermit::is_held(self)
+    }
+
+    fn remaining(&self) -> Duration {
+        ExpirablePermit::remaining(self)
+    }
+
+    async fn lost(&self) {
+        ExpirablePermit::lost(self).await;
+    }
+
+    async fn unlock(self) -> Result<()> {
+        ExpirablePermit::release(self).await
     }
 }

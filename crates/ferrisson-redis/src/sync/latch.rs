@@ -8,12 +8,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::api::error::{Error, Result};
+use crate::backend::client::Client;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::latch::{LatchCountDown, LatchDelete};
 use crate::observe::acquire::{observe_acquire, observe_wait};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
-use crate::redis::client::Client;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::latch::{LatchCountDown, LatchDelete};
 use crate::sync::semaphore::validate_recheck;
 
 /// How long a waiter sleeps at most before reading the count again when no message came:
@@ -351,5 +351,27 @@ impl CountDownLatch {
             }
             subscription.wait(nap).await;
         }
+    }
+}
+
+impl ferrisson_core::DistributedLatch for CountDownLatch {
+    fn name(&self) -> &str {
+        CountDownLatch::name(self)
+    }
+
+    async fn count_down(&self) -> Result<u64> {
+        CountDownLatch::count_down(self).await
+    }
+
+    async fn count(&self) -> Result<u64> {
+        CountDownLatch::count(self).await
+    }
+
+    async fn wait(&self) -> Result<()> {
+        CountDownLatch::wait(self).await
+    }
+
+    async fn wait_timeout(&self, wait: Duration) -> Result<Option<()>> {
+        CountDownLatch::wait_timeout(self, wait).await
     }
 }

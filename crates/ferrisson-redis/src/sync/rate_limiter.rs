@@ -16,12 +16,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::api::error::{Error, Result};
+use crate::backend::client::Client;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::rate::{RateAcquire, RateAcquired};
 use crate::observe::acquire::{Decided, observe_decision};
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
-use crate::redis::client::Client;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::rate::{RateAcquire, RateAcquired};
 
 /// The fastest rate a [`Rate`] may have: one permit per microsecond (the resolution of
 /// the server clock the limiter computes with).

@@ -5,7 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::error::{Error, Result};
+use crate::api::error::{Error, Result, failed_command};
+use crate::backend::client::Client;
+use crate::backend::keys::Keys;
+use crate::backend::scripts::semaphore::{
+    PermitsTaken, SemaphoreAcquire, SemaphoreAdd, SemaphoreDelete, SemaphoreDrain,
+    SemaphoreRelease, SemaphoreSet,
+};
 use crate::observe::acquire::Grant;
 use crate::observe::hold::HoldMeter;
 use crate::observe::metrics::Kind;
@@ -13,12 +19,6 @@ use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
-use crate::redis::client::Client;
-use crate::redis::keys::Keys;
-use crate::redis::scripts::semaphore::{
-    PermitsTaken, SemaphoreAcquire, SemaphoreAdd, SemaphoreDelete, SemaphoreDrain,
-    SemaphoreRelease, SemaphoreSet,
-};
 
 /// How long a waiter sleeps at most before asking Redis again when no release message
 /// came: the bound on what a lost message costs (see [`Semaphore::with_recheck_interval`]).
@@ -578,7 +578,10 @@ async fn release_permits(client: &Client, name: &str, keys: &Keys, permits: u32)
                     name: name.to_owned(),
                 });
             }
-            Err(Error::Redis(e)) if e.is_connection_refusal() && attempt < RELEASE_ATTEMPTS => {
+            Err(e)
+                if failed_command(&e).is_some_and(redis::RedisError::is_connection_refusal)
+                    && attempt < RELEASE_ATTEMPTS =>
+            {
                 tracing::debug!(semaphore = %name, error = %e, "release refused; retrying");
                 tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
             }
@@ -722,4 +725,38 @@ pub(crate) fn validate_recheck(interval: Duration) -> Result<Duration> {
         )));
     }
     Ok(interval)
+}
+
+impl ferrisson_core::DistributedSemaphore for Semaphore {
+    type Permit = SemaphorePermit;
+
+    fn name(&self) -> &str {
+        Semaphore::name(self)
+    }
+
+    fn capabilities(&self) -> ferrisson_core::Capabilities {
+        crate::capabilities::SEMAPHORE
+    }
+
+    async fn acquire(&self) -> Result<SemaphorePermit> {
+        Semaphore::acquire(self).await
+    }
+
+    async fn try_acquire(&self) -> Result<Option<SemaphorePermit>> {
+        Semaphore::try_acquire(self).await
+    }
+
+    async fn acquire_timeout(&self, wait: Duration) -> Result<Option<SemaphorePermit>> {
+        Semaphore::acquire_timeout(self, wait).await
+    }
+}
+
+impl ferrisson_core::Permit for SemaphorePermit {
+    fn name(&self) -> &str {
+        SemaphorePermit::name(self)
+    }
+
+    async fn release(self) -> Result<()> {
+        SemaphorePermit::release(self).await
+    }
 }

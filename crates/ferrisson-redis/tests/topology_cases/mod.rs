@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson_redis::{Client, ClientBuilder, DistributedLock, Guard, Lease};
+use ferrisson_redis::{Client, ClientBuilder, DistributedLock, Fenced, Guard, Lease};
 
 /// A client of `target` with a short watchdog lease, so renewals happen within a case.
 async fn client(target: &ClientBuilder) -> anyhow::Result<Client> {
@@ -178,10 +178,10 @@ async fn simple_lock_through_the_contract(target: &ClientBuilder) -> anyhow::Res
         .with_lease(Lease::Fixed(Duration::from_secs(60)))?;
     let guard = DistributedLock::lock(&lock).await?;
     anyhow::ensure!(DistributedLock::try_lock(&lock).await?.is_none());
-    let token = Guard::fencing_token(&guard);
+    let token = Fenced::fencing_token(&guard);
     Guard::unlock(guard).await?;
     let again = DistributedLock::lock(&lock).await?;
-    anyhow::ensure!(Guard::fencing_token(&again) > token);
+    anyhow::ensure!(Fenced::fencing_token(&again) > token);
 
     // A waiter in another client registers as waiting, and the release wakes it: well
     // before the lease would have run out.

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
-use ferrisson::FencingToken;
+use ferrisson::redis::FencingToken;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 

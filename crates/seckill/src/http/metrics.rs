@@ -51,7 +51,7 @@ pub fn install_recorder() -> anyhow::Result<()> {
         "Time to answer one HTTP request."
     );
     // ferrisson describes its metrics on connect; once more costs nothing.
-    ferrisson::metrics::describe();
+    ferrisson::redis::metrics::describe();
     // Set once: the recorder above would have failed to install a second time.
     let _ = HANDLE.set(handle);
     Ok(())

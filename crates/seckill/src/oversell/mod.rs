@@ -22,7 +22,7 @@ use std::time::Duration;
 mod run;
 
 use crate::redis_conn::RedisConn;
-use ferrisson::{Client, Lock, Redlock, SimpleLock};
+use ferrisson::redis::{Client, Lock, Redlock, SimpleLock};
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 
@@ -350,7 +350,7 @@ impl Lab {
         } else {
             Some(
                 Redlock::new(redlock, REDLOCK_LOCK)?
-                    .with_lease(ferrisson::Lease::Fixed(config.redlock_ttl))?
+                    .with_lease(ferrisson::redis::Lease::Fixed(config.redlock_ttl))?
                     // 200 contenders: retry sooner than the default 50-100 ms.
                     .with_retry(Duration::from_millis(5), Duration::from_millis(15))?,
             )
@@ -361,7 +361,7 @@ impl Lab {
             watchdog: locks.lock(WATCHDOG_LOCK)?,
             token_lua: locks
                 .simple_lock(TOKEN_LUA_LOCK)?
-                .with_lease(ferrisson::Lease::Fixed(TOKEN_LUA_LEASE))?,
+                .with_lease(ferrisson::redis::Lease::Fixed(TOKEN_LUA_LEASE))?,
             redlock,
             script: redis::Script::new(include_str!("../../lua/lab_deduct.lua")),
         })

@@ -1,0 +1,539 @@
+//! Every Lua script of the crate, one file each under `lua/`, loaded at connect.
+//!
+//! Calls go through `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH`, a server restart
+//! or a new cluster node) makes the connection seam load the script and send the call
+//! again, so a flushed cache costs one extra round trip, never an error.
+//!
+//! Under `maxmemory-policy noeviction` with memory full, Redis refuses a script without
+//! a shebang at its first `denyoom` command (`HSET`, `HINCRBY`, `INCR`, `ZADD`, ...),
+//! unless another write ran before it in the same call: whether a script ran then
+//! depended on the order of its commands. So every script declares it with a Redis 7
+//! shebang on its first line:
+//!
+//! - `#!lua flags=allow-oom`: renewals, releases, count-downs, cancels, deletes. What is
+//!   held stays renewable and releasable while memory is full; these never create a key.
+//! - `#!lua` (no flags): acquires and anything that can create keys. Refused before they
+//!   run while memory is full, whatever their first command.
+//! - `#!lua flags=no-writes`: reads.
+//!
+//! A script that hands out fencing tokens is `fencing_token.lua` (the shebang and the
+//! token function) followed by the script's own file, joined at compile time.
+//!
+//! The shebang is why ferrisson needs Redis 7.0 (`Client::connect` checks the version).
+
+use std::cell::RefCell;
+use std::sync::LazyLock;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ParsingError, RedisWrite as _, ToRedisArgs, Value};
+
+use crate::api::error::RedisResultExt as _;
+use crate::api::error::Result;
+
+pub(crate) mod election;
+pub(crate) mod fair;
+pub(crate) mod fenced;
+pub(crate) mod inspect;
+pub(crate) mod latch;
+pub(crate) mod lock;
+pub(crate) mod rate;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
+pub(crate) mod simple;
+pub(crate) mod wake;
+pub(crate) mod xsem;
+
+/// One call of one script: its KEYS and ARGV in the order the script's header lists them,
+/// and its reply as a type.
+///
+/// Primitives build a call and hand it to [`Connection::run`](crate::backend::connection::Connection::run);
+/// none of them sees `EVALSHA`, a key slice or an untyped reply.
+pub(crate) trait ScriptCall {
+    /// The script's reply, parsed; a reply the script never gives is a parse error.
+    type Reply: redis::FromRedisValue;
+
+    /// The script, from [`SCRIPTS`].
+    fn script(&self) -> &'static LuaScript;
+
+    /// Adds KEYS and ARGV to `invocation`.
+    fn fill(&self, invocation: &mut Invocation);
+
+    /// True when running the call twice leaves Redis as running it once and gives the same
+    /// reply: then a call cut off by a dropped connection may be sent again.
+    fn idempotent(&self) -> bool {
+        false
+    }
+
+    /// True when `reply` says the call granted or extended a hold: with replica
+    /// acknowledgements required, such a write counts only once enough replicas have it.
+    fn wrote_a_hold(&self, _reply: &Self::Reply) -> bool {
+        false
+    }
+}
+
+/// What a lock's release script did; the scripts share these reply codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// `1`: the last hold went; the lock is free.
+    Freed,
+    /// `2`: one hold went, others of the same owner remain.
+    StillHeld,
+    /// `3`: this release id was applied before (a retry).
+    AlreadyApplied,
+    /// `0`: no such lock: its lease ran out.
+    Expired,
+    /// `-1`: the lock is held, but not by this owner.
+    OtherOwner,
+}
+
+impl redis::FromRedisValue for Released {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        match value {
+            Value::Int(1) => Ok(Self::Freed),
+            Value::Int(2) => Ok(Self::StillHeld),
+            Value::Int(3) => Ok(Self::AlreadyApplied),
+            Value::Int(0) => Ok(Self::Expired),
+            Value::Int(-1) => Ok(Self::OtherOwner),
+            other => Err(crate::backend::scripts::unexpected(
+                "a release script",
+                &other,
+            )),
+        }
+    }
+}
+
+/// The integers of a script's array reply (scripts reply with at most four), parsed without
+/// allocating, for matching against the replies the script's header lists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ints {
+    values: [i64; 4],
+    len: usize,
+}
+
+impl Ints {
+    /// Reads an array of integers, or a lone integer as an array of one.
+    pub(crate) fn parse(value: &Value, script: &str) -> Result<Self, ParsingError> {
+        let mut ints = Self {
+            values: [0; 4],
+            len: 0,
+        };
+        let items = match value {
+            Value::Array(items) => items.as_slice(),
+            single @ Value::Int(_) => std::slice::from_ref(single),
+            other => return Err(unexpected(script, other)),
+        };
+        if items.len() > ints.values.len() {
+            return Err(unexpected(script, value));
+        }
+        for (slot, item) in ints.values.iter_mut().zip(items) {
+            let Value::Int(n) = item else {
+                return Err(unexpected(script, value));
+            };
+            *slot = *n;
+        }
+        ints.len = items.len();
+        Ok(ints)
+    }
+
+    pub(crate) fn as_slice(&self) -> &[i64] {
+        &self.values[..self.len]
+    }
+}
+
+/// The error for a reply a script never gives.
+pub(crate) fn unexpected(script: &str, reply: &Value) -> ParsingError {
+    ParsingError::from(format!("{script} returned {reply:?}"))
+}
+
+/// A script's integer reply as a non-negative count or token.
+pub(crate) fn unsigned(script: &str, n: i64) -> Result<u64, ParsingError> {
+    u64::try_from(n).map_err(|_| ParsingError::from(format!("{script} returned {n}")))
+}
+
+/// One Lua script: its source, for `SCRIPT LOAD`, and its SHA1, for `EVALSHA`.
+pub(crate) struct LuaScript {
+    source: &'static str,
+    hash: String,
+}
+
+impl LuaScript {
+    fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            hash: redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+
+    /// `SCRIPT LOAD` of this script.
+    pub(crate) fn load_cmd(&self) -> Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.source);
+        cmd
+    }
+}
+
+/// The KEYS and ARGV of one script call, written by [`ScriptCall::fill`] straight into
+/// the `EVALSHA` command, sized exactly before the first byte is written.
+///
+/// `EVALSHA` wants the number of keys before the keys and every key before the first
+/// argument, while a call's `fill` may add them in any order (a renewal alternates them).
+/// So `fill` runs three times over the same `Invocation`: once to count the keys and
+/// measure every part, once writing only the keys, once only the arguments. Filling is a
+/// handful of stack writes per call; the command's two buffers (its bytes and its
+/// argument offsets) are reserved once, at their final size, where gathering keys and
+/// arguments in buffers of their own and copying them over cost seven allocations and as
+/// many reallocations per call. The buffers themselves come from a call that finished on
+/// the same thread when there is one (see [`EvalSha::recycle`]).
+pub(crate) struct Invocation {
+    pass: Pass,
+    sizes: Sizes,
+    cmd: Cmd,
+}
+
+/// What one run of `fill` over an [`Invocation`] does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Counts keys and arguments, and their bytes.
+    Measure,
+    /// Writes the keys into the command, skips the arguments.
+    Keys,
+    /// Writes the arguments, skips the keys.
+    Args,
+}
+
+/// The parts a call's `fill` adds: how many keys and arguments (as Redis arguments: one
+/// value may write several), and their bytes.
+#[derive(Default)]
+struct Sizes {
+    keys: usize,
+    args: usize,
+    bytes: usize,
+    /// Set while a key is measured, so that its parts count as keys.
+    in_key: bool,
+}
+
+impl redis::RedisWrite for Sizes {
+    fn write_arg(&mut self, arg: &[u8]) {
+        if self.in_key {
+            self.keys += 1;
+        } else {
+            self.args += 1;
+        }
+        self.bytes += arg.len();
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        self.write_arg(&[]);
+        CountBytes(&mut self.bytes)
+    }
+}
+
+/// Counts what is written to a measured argument.
+struct CountBytes<'a>(&'a mut usize);
+
+impl std::io::Write for CountBytes<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        *self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Invocation {
+    /// `EVALSHA` of `call`'s script with its KEYS and ARGV, and the number of keys.
+    pub(crate) fn evalsha<C: ScriptCall + ?Sized>(call: &C) -> EvalSha {
+        let mut invocation = Self {
+            pass: Pass::Measure,
+            sizes: Sizes::default(),
+            cmd: Cmd::new(),
+        };
+        call.fill(&mut invocation);
+        let Sizes {
+            keys, args, bytes, ..
+        } = invocation.sizes;
+        let script = call.script();
+        let count_digits = keys.checked_ilog10().map_or(1, |d| d as usize + 1);
+        // EVALSHA, the hash, the key count, then every part.
+        let size = "EVALSHA".len() + script.hash.len() + count_digits + bytes;
+        invocation.cmd = spare_cmd();
+        invocation.cmd.reserve_space_for_args(
+            std::iter::once(size).chain(std::iter::repeat_n(0, 2 + keys + args)),
+        );
+        invocation
+            .cmd
+            .arg("EVALSHA")
+            .arg(script.hash.as_str())
+            .arg(keys);
+        invocation.pass = Pass::Keys;
+        call.fill(&mut invocation);
+        invocation.pass = Pass::Args;
+        call.fill(&mut invocation);
+        EvalSha {
+            cmd: invocation.cmd,
+            keys,
+            size,
+        }
+    }
+
+    /// Adds a key (KEYS[n]).
+    pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        match self.pass {
+            Pass::Measure => {
+                self.sizes.in_key = true;
+                key.write_redis_args(&mut self.sizes);
+                self.sizes.in_key = false;
+            }
+            Pass::Keys => {
+                self.cmd.arg(key);
+            }
+            Pass::Args => {}
+        }
+        self
+    }
+
+    /// Adds an argument (ARGV[n]).
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        match self.pass {
+            Pass::Measure => arg.write_redis_args(&mut self.sizes),
+            Pass::Args => {
+                self.cmd.arg(arg);
+            }
+            Pass::Keys => {}
+        }
+        self
+    }
+}
+
+/// Most commands one thread keeps for reuse.
+const SPARE_CMDS: usize = 4;
+/// Largest command kept for reuse, in bytes: a call of a batch (a renewal of a hundred
+/// holds) does not pin its large buffers to a thread.
+const SPARE_CMD_BYTES: usize = 1024;
+
+thread_local! {
+    /// Commands of finished calls, cleared, whose buffers the next calls on this thread
+    /// fill: a script call then allocates nothing of its own.
+    static SPARE: RefCell<Vec<Cmd>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty command, with the buffers of a finished call when this thread has one.
+fn spare_cmd() -> Cmd {
+    SPARE
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// One script call as the command sent: `EVALSHA hash numkeys key... arg...`.
+pub(crate) struct EvalSha {
+    cmd: Cmd,
+    keys: usize,
+    /// The command's bytes.
+    size: usize,
+}
+
+impl EvalSha {
+    /// Hands the command's buffers to the next call on this thread (the call is over: its
+    /// reply is in). A command dropped instead (a call cancelled or failed) frees them.
+    pub(crate) fn recycle(mut self) {
+        if self.size > SPARE_CMD_BYTES {
+            return;
+        }
+        self.cmd.clear();
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_CMDS {
+                spare.push(self.cmd);
+            }
+        });
+    }
+
+    pub(crate) fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// The first key, by which a cluster routes the call.
+    pub(crate) fn first_key(&self) -> Option<&[u8]> {
+        if self.keys == 0 {
+            return None;
+        }
+        match self.cmd.args_iter().nth(3)? {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! source {
+    ($($file:literal),+) => {
+        concat!($(include_str!(concat!("../../../lua/", $file))),+)
+    };
+}
+
+/// Declares the scripts: a name and its files, joined in order. A script that hands out
+/// fencing tokens starts with `fencing_token.lua`, which carries the shebang and the token
+/// function, so that the token is computed by one piece of Lua everywhere; the fair lock's
+/// scripts share their queue functions through `fair_queue.lua`, and the scripts of the
+/// locks that wake one waiting client (`Lock`, `SimpleLock`) theirs through `wake.lua`,
+/// each after a shebang file (`fencing_token.lua` or `allow_oom.lua`).
+macro_rules! scripts {
+    ($($name:ident => [$($file:literal),+],)+) => {
+        /// The crate's scripts, hashed once per process.
+        pub(crate) struct Scripts {
+            $(pub(crate) $name: LuaScript,)+
+        }
+
+        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+            $($name: LuaScript::new(source!($($file),+)),)+
+        });
+
+        /// The source of every script, for `SCRIPT LOAD`.
+        const SOURCES: &[&str] = &[$(source!($($file),+),)+];
+    };
+}
+
+scripts! {
+    wake_withdraw => ["allow_oom.lua", "wake.lua", "wake_withdraw.lua"],
+    wake_force_release => ["allow_oom.lua", "wake.lua", "wake_force_release.lua"],
+    lock_acquire => ["fencing_token.lua", "wake.lua", "lock_acquire.lua"],
+    lock_release => ["allow_oom.lua", "wake.lua", "lock_release.lua"],
+    lock_abandon => ["allow_oom.lua", "wake.lua", "lock_abandon.lua"],
+    lock_renew => ["lock_renew.lua"],
+    lock_inspect => ["lock_inspect.lua"],
+    simple_acquire => ["fencing_token.lua", "wake.lua", "simple_acquire.lua"],
+    simple_release => ["allow_oom.lua", "wake.lua", "simple_release.lua"],
+    simple_renew => ["simple_renew.lua"],
+    simple_inspect => ["simple_inspect.lua"],
+    fenced_set => ["fenced_set.lua"],
+    fair_acquire => ["fencing_token.lua", "fair_queue.lua", "fair_acquire.lua"],
+    fair_release => ["allow_oom.lua", "fair_queue.lua", "fair_release.lua"],
+    fair_cancel => ["allow_oom.lua", "fair_queue.lua", "fair_cancel.lua"],
+    fair_force_release => ["allow_oom.lua", "fair_queue.lua", "fair_force_release.lua"],
+    fair_inspect => ["fair_inspect.lua"],
+    rwlock_acquire => ["fencing_token.lua", "rwlock_acquire.lua"],
+    rwlock_release => ["rwlock_release.lua"],
+    rwlock_renew => ["rwlock_renew.lua"],
+    rwlock_force_release => ["rwlock_force_release.lua"],
+    rwlock_withdraw => ["rwlock_withdraw.lua"],
+    rwlock_inspect => ["rwlock_inspect.lua"],
+    redlock_acquire => ["fencing_token.lua", "redlock_acquire.lua"],
+    redlock_raise_floor => ["redlock_raise_floor.lua"],
+    redlock_extend => ["redlock_extend.lua"],
+    redlock_release => ["redlock_release.lua"],
+    redlock_force_release => ["redlock_force_release.lua"],
+    semaphore_acquire => ["semaphore_acquire.lua"],
+    semaphore_release => ["semaphore_release.lua"],
+    semaphore_add => ["semaphore_add.lua"],
+    semaphore_drain => ["semaphore_drain.lua"],
+    semaphore_set => ["semaphore_set.lua"],
+    semaphore_delete => ["semaphore_delete.lua"],
+    xsem_acquire => ["xsem_acquire.lua"],
+    xsem_release => ["xsem_release.lua"],
+    xsem_update_lease => ["xsem_update_lease.lua"],
+    xsem_inspect => ["xsem_inspect.lua"],
+    xsem_renew => ["xsem_renew.lua"],
+    latch_count_down => ["latch_count_down.lua"],
+    latch_delete => ["latch_delete.lua"],
+    election_campaign => ["fencing_token.lua", "election_campaign.lua"],
+    election_resign => ["election_resign.lua"],
+    election_observe => ["election_observe.lua"],
+    rate_acquire => ["rate_acquire.lua"],
+    inspect_layout => ["inspect_layout.lua"],
+}
+
+/// Loads every script into the server's script cache (one pipeline).
+pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
+    let mut pipe = redis::pipe();
+    for source in SOURCES {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
+    }
+    let _: Vec<String> = pipe.query_async(conn).await.or_command_error()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::lock::{LockInspect, Renew};
+    use super::{Invocation, SCRIPTS, SOURCES};
+    use crate::backend::ids::OwnerId;
+
+    /// The command's parts as text.
+    fn parts(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<cursor>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keys_go_before_arguments_whatever_order_fill_adds_them_in() {
+        let (a, b) = (OwnerId::random(), OwnerId::random());
+        let holds = [("{x}", a), ("{y}", b)];
+        let call = Renew {
+            script: &SCRIPTS.lock_renew,
+            lease: Duration::from_secs(30),
+            holds: &holds,
+        };
+        let evalsha = Invocation::evalsha(&call);
+        assert_eq!(
+            parts(evalsha.cmd()),
+            [
+                "EVALSHA".to_owned(),
+                SCRIPTS.lock_renew.hash.clone(),
+                "2".to_owned(),
+                "{x}".to_owned(),
+                "{y}".to_owned(),
+                "30000".to_owned(),
+                a.to_string(),
+                b.to_string(),
+            ]
+        );
+        assert_eq!(evalsha.first_key(), Some(&b"{x}"[..]));
+        // The same bytes on the wire as the command built one part at a time.
+        let packed = evalsha.cmd().get_packed_command();
+        let mut expected = redis::cmd("EVALSHA");
+        expected
+            .arg(&SCRIPTS.lock_renew.hash)
+            .arg(2)
+            .arg("{x}")
+            .arg("{y}")
+            .arg(30_000)
+            .arg(a)
+            .arg(b);
+        assert_eq!(packed, expected.get_packed_command());
+    }
+
+    #[test]
+    fn a_call_without_keys_has_no_first_key() {
+        let call = Renew {
+            script: &SCRIPTS.lock_renew,
+            lease: Duration::from_secs(1),
+            holds: &[],
+        };
+        let evalsha = Invocation::evalsha(&call);
+        assert_eq!(parts(evalsha.cmd())[2..], ["0", "1000"]);
+        assert_eq!(evalsha.first_key(), None);
+        let one = Invocation::evalsha(&LockInspect { key: "{k}" });
+        assert_eq!(parts(one.cmd())[2..], ["1", "{k}"]);
+        assert_eq!(one.first_key(), Some(&b"{k}"[..]));
+    }
+
+    #[test]
+    fn every_script_declares_how_it_runs_with_memory_full() {
+        for source in SOURCES {
+            let first = source.lines().next().unwrap_or_default();
+            assert!(
+                ["#!lua", "#!lua flags=allow-oom", "#!lua flags=no-writes"].contains(&first),
+                "a script starts with {first:?}, not a shebang:\n{source}"
+            );
+        }
+    }
+}

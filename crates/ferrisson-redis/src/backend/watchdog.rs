@@ -1,0 +1,308 @@
+//! One task per client that renews every held watchdog lock, in batches.
+//!
+//! Each renewal is timed from before its request: a hold stays valid until that instant
+//! plus the lease. Errors are retried until the hold's local deadline; a lock found gone
+//! or taken, or a deadline that passes, fires the hold's lost-lock signal.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::backend::connection::Connection;
+use crate::backend::holds::Hold;
+use crate::backend::ids::OwnerId;
+use crate::backend::scripts::lock::Renew;
+use crate::observe::metrics::Instruments;
+
+/// Most locks renewed by one script call.
+pub(crate) const BATCH: usize = 100;
+
+/// Fewest entries before released holds are pruned from the list outside a scan.
+const PRUNE_FLOOR: usize = 64;
+
+struct Shared {
+    registry: Mutex<Registry>,
+    wake: Notify,
+    lease: Duration,
+}
+
+struct Registry {
+    holds: Vec<Arc<Hold>>,
+    /// Prune released holds when the list reaches this length (amortised O(1) per hold).
+    prune_at: usize,
+    /// What the renewal task is doing, so that a new hold wakes it only when needed.
+    state: TaskState,
+}
+
+#[derive(Clone, Copy)]
+enum TaskState {
+    /// Renewing: it scans the list again when done.
+    Busy,
+    /// Asleep until this instant.
+    SleepingUntil(Instant),
+    /// Asleep with nothing to renew.
+    Idle,
+}
+
+impl Shared {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Handle to the client's renewal task.
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(
+        connection: Connection,
+        lease: Duration,
+        shutdown: oneshot::Receiver<()>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            registry: Mutex::new(Registry {
+                holds: Vec::new(),
+                prune_at: PRUNE_FLOOR,
+                state: TaskState::Idle,
+            }),
+            wake: Notify::new(),
+            lease,
+        });
+        tokio::spawn(run(connection, Arc::clone(&shared), shutdown));
+        Self { shared }
+    }
+
+    /// Starts renewing `hold` every lease/3 until it is released or lost.
+    pub(crate) fn watch(&self, hold: &Arc<Hold>) {
+        if hold.is_renewing() {
+            return;
+        }
+        hold.start_renewing(self.shared.lease);
+        let due = hold.next_renewal();
+        let mut registry = self.shared.registry();
+        if registry.holds.len() >= registry.prune_at {
+            registry.holds.retain(|h| h.is_renewing());
+            registry.prune_at = (registry.holds.len() * 2).max(PRUNE_FLOOR);
+        }
+        registry.holds.push(Arc::clone(hold));
+        // Lock-heavy code takes and releases thousands of locks a second: wake the task
+        // only if it would otherwise sleep past this hold's first renewal.
+        let must_wake = match registry.state {
+            TaskState::Busy => false,
+            TaskState::SleepingUntil(at) => at > due,
+            TaskState::Idle => true,
+        };
+        if must_wake {
+            registry.state = TaskState::Busy;
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Number of holds being renewed (for tests and inspection).
+    pub(crate) fn len(&self) -> usize {
+        let mut registry = self.shared.registry();
+        registry.holds.retain(|h| h.is_renewing());
+        registry.holds.len()
+    }
+}
+
+async fn run(connection: Connection, shared: Arc<Shared>, mut shutdown: oneshot::Receiver<()>) {
+    let lease = shared.lease;
+    // Renew holds that fall due within this margin together, to fill batches.
+    let early = lease / 6;
+    let retry_delay = (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        let now = Instant::now();
+        let (due, next_wake) = {
+            let mut registry = shared.registry();
+            registry.holds.retain(|h| h.is_renewing());
+            registry.prune_at = (registry.holds.len() * 2).max(PRUNE_FLOOR);
+            let mut due = Vec::new();
+            let mut next_wake: Option<Instant> = None;
+            for hold in &registry.holds {
+                if now >= hold.validity().deadline {
+                    // Starved past the deadline: the lock may be gone; never renew it now.
+                    tracing::warn!(lock = %hold.name, "lock lost: its lease ran out before a renewal");
+                    hold.mark_lost();
+                    continue;
+                }
+                let at = hold.next_renewal();
+                if at <= now + early {
+                    due.push(Arc::clone(hold));
+                } else {
+                    next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                }
+            }
+            registry.state = match (due.is_empty(), next_wake) {
+                (false, _) => TaskState::Busy,
+                (true, Some(at)) => TaskState::SleepingUntil(at),
+                (true, None) => TaskState::Idle,
+            };
+            (due, next_wake)
+        };
+
+        if due.is_empty() {
+            let sleep = async {
+                match next_wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut shutdown => return,
+                () = shared.wake.notified() => {}
+                () = sleep => {}
+            }
+            continue;
+        }
+
+        // One script call renews holds of one layout whose keys the topology lets one
+        // call touch together (on a cluster: one hash slot).
+        let group = |hold: &Arc<Hold>| (hold.renewal, connection.call_group(hold.key()));
+        let mut due = due;
+        due.sort_by_cached_key(group);
+        let batches = due
+            .chunk_by(|a, b| group(a) == group(b))
+            .flat_map(|same| same.chunks(BATCH))
+            .map(|batch| {
+                renew_batch(&connection, batch, lease, retry_delay).instrument(renew_span(batch))
+            });
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = join_all(batches) => {}
+        }
+    }
+}
+
+async fn renew_batch(
+    connection: &Connection,
+    batch: &[Arc<Hold>],
+    lease: Duration,
+    retry_delay: Duration,
+) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let holds: Vec<(&str, OwnerId)> = batch.iter().map(|h| (h.key(), h.owner)).collect();
+    let call = Renew {
+        script: first.renewal.script(),
+        lease,
+        holds: &holds,
+    };
+    // A reply that arrives after every hold's deadline is useless: give up at the earliest.
+    let earliest_deadline = batch
+        .iter()
+        .map(|h| h.validity().deadline)
+        .min()
+        .unwrap_or_else(Instant::now);
+    let sent_at = Instant::now();
+    let reply = tokio::time::timeout_at(
+        earliest_deadline.max(sent_at + retry_delay),
+        connection.run(&call),
+    )
+    .await;
+    let span = tracing::Span::current();
+    match reply {
+        Ok(Ok(renewed)) if renewed.len() == batch.len() => {
+            let mut lost = 0_u64;
+            for (hold, renewed) in batch.iter().zip(&renewed) {
+                if *renewed {
+                    hold.extend(sent_at + lease);
+                    hold.set_next_renewal(sent_at + lease / 3);
+                } else {
+                    tracing::warn!(lock = %hold.name, "lock lost: renewal found it gone or taken");
+                    hold.mark_lost();
+                    lost += 1;
+                }
+            }
+            count_per_kind(
+                batch
+                    .iter()
+                    .zip(renewed)
+                    .filter(|(_, r)| *r)
+                    .map(|(h, _)| h),
+            )
+            .for_each(|(instruments, n)| instruments.renewed(n));
+            span.record("outcome", if lost == 0 { "renewed" } else { "lost" });
+            span.record("renewed", batch.len() as u64 - lost);
+            span.record("lost", lost);
+        }
+        other => {
+            let now = Instant::now();
+            let outcome = match other {
+                Ok(Ok(_)) => {
+                    tracing::warn!("lock renewal: malformed reply");
+                    "malformed"
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "lock renewal failed; retrying until the lease runs out");
+                    "error"
+                }
+                Err(_) => {
+                    tracing::warn!("lock renewal timed out; retrying until the lease runs out");
+                    "timeout"
+                }
+            };
+            count_per_kind(batch.iter()).for_each(|(instruments, n)| instruments.renewal_failed(n));
+            let mut lost = 0_u64;
+            for hold in batch {
+                if now >= hold.validity().deadline {
+                    tracing::warn!(lock = %hold.name, "lock lost: no renewal succeeded before its lease ran out");
+                    hold.mark_lost();
+                    lost += 1;
+                } else {
+                    hold.set_next_renewal(now + retry_delay);
+                }
+            }
+            span.record("outcome", outcome);
+            span.record("renewed", 0_u64);
+            span.record("lost", lost);
+        }
+    }
+}
+
+/// The `ferrisson.renew` span of one renewal call; a batch of one lock names it.
+fn renew_span(batch: &[Arc<Hold>]) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "ferrisson.renew",
+        holds = batch.len(),
+        name = Empty,
+        kind = Empty,
+        outcome = Empty,
+        renewed = Empty,
+        lost = Empty,
+    );
+    if let [hold] = batch {
+        let probe = hold.meter().probe();
+        span.record("name", &*probe.name);
+        span.record("kind", probe.kind().label());
+    }
+    span
+}
+
+/// How many of `holds` each set of metric keys has, counting runs of holds that share
+/// one (most batches hold one kind and class), so that a batch of a hundred renewals
+/// costs a few recorder calls, not a hundred.
+fn count_per_kind<'a>(
+    holds: impl Iterator<Item = &'a Arc<Hold>>,
+) -> impl Iterator<Item = (&'a Instruments, u64)> {
+    let mut holds = holds.peekable();
+    std::iter::from_fn(move || {
+        let first = &holds.next()?.meter().probe().instruments;
+        let mut n = 1;
+        while holds
+            .next_if(|h| Arc::ptr_eq(&h.meter().probe().instruments, first))
+            .is_some()
+        {
+            n += 1;
+        }
+        Some((&**first, n))
+    })
+}

@@ -1,0 +1,192 @@
+//! A client of whichever store a URL names, and the locks it hands out: enum dispatch,
+//! no boxing on the acquire path.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+use std::time::Duration;
+
+use ferrisson_core::memory::MemoryStore;
+use ferrisson_core::{Capabilities, Error, Result};
+
+use crate::election::AnyElection;
+use crate::lock::AnyLock;
+use crate::stores::StoreKind;
+
+/// A client of one store, picked by the URL given to [`connect`]; each variant is that
+/// store's own client, for its own options and primitives.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ferrisson::{DistributedLock, Guard};
+///
+/// let client = ferrisson::connect("memory://docs").await?;
+/// assert_eq!(client.store(), ferrisson::StoreKind::Memory);
+/// let guard = client.lock("orders:42")?.lock().await?;
+/// println!("token {:?}", guard.fencing_token());
+/// guard.unlock().await?;
+/// # Ok::<(), ferrisson::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Client {
+    /// A Redis client (one server, Sentinel or Cluster).
+    #[cfg(feature = "redis")]
+    Redis(ferrisson_redis::Client),
+    /// The in-process store.
+    Memory(MemoryStore),
+}
+
+/// Connects to the store `url` names: `redis://`, `rediss://`, `redis+sentinel://`,
+/// `redis+cluster://` (and their TLS forms), or `memory://NAME` (an in-process store,
+/// shared by every connect to the same name in this process).
+///
+/// A store's own options (TLS settings, replica acknowledgements, ...) are on its own
+/// builder: `ferrisson::redis::Client::builder(url)`; wrap its client with
+/// `Client::from`.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] for a URL no store takes, [`Error::StoreNotCompiled`] for a
+/// store this build was compiled without (the message names the Cargo feature),
+/// [`Error::Connect`] when the store cannot be reached.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let error = ferrisson::connect("ftp://x").await.unwrap_err();
+/// assert!(matches!(error, ferrisson::Error::InvalidArgument(_)));
+/// # });
+/// ```
+pub async fn connect(url: &str) -> Result<Client> {
+    let kind = StoreKind::of_url(url)?;
+    match kind {
+        StoreKind::Memory => Ok(Client::Memory(memory_store(url)?)),
+        #[cfg(feature = "redis")]
+        StoreKind::Redis => Ok(Client::Redis(ferrisson_redis::Client::connect(url).await?)),
+        other => Err(other.not_compiled(url)),
+    }
+}
+
+/// The process-wide memory stores, by the name in their `memory://NAME` URL.
+static MEMORY_STORES: LazyLock<Mutex<HashMap<String, MemoryStore>>> = LazyLock::new(Mutex::default);
+
+fn memory_store(url: &str) -> Result<MemoryStore> {
+    let name = url
+        .split_once("://")
+        .map_or("", |(_, rest)| rest)
+        .trim_end_matches('/');
+    if name.contains(['/', '?', '#']) {
+        return Err(Error::invalid(
+            "a memory url is memory://NAME, with no path or query",
+        ));
+    }
+    let mut stores = MEMORY_STORES.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(stores.entry(name.to_owned()).or_default().clone())
+}
+
+#[cfg(feature = "redis")]
+impl From<ferrisson_redis::Client> for Client {
+    fn from(client: ferrisson_redis::Client) -> Self {
+        Self::Redis(client)
+    }
+}
+
+impl From<MemoryStore> for Client {
+    fn from(store: MemoryStore) -> Self {
+        Self::Memory(store)
+    }
+}
+
+impl Client {
+    /// Which store this client talks to.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert_eq!(client.store(), ferrisson::StoreKind::Memory);
+    /// ```
+    pub fn store(&self) -> StoreKind {
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(_) => StoreKind::Redis,
+            Self::Memory(_) => StoreKind::Memory,
+        }
+    }
+
+    /// What each primitive of this client's store gives.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.capabilities().iter().all(|c| c.store == "memory"));
+    /// ```
+    pub fn capabilities(&self) -> &'static [Capabilities] {
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(_) => ferrisson_redis::capabilities::CAPABILITIES,
+            Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
+        }
+    }
+
+    /// The store's reentrant lock called `name` (Redis: [`ferrisson_redis::Lock`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name the store refuses.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.lock("").is_err());
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<AnyLock> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(client) => AnyLock::Redis(client.lock(name)?),
+            Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
+        })
+    }
+
+    /// The store's leader election called `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name the store refuses.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.election("nightly").is_ok());
+    /// ```
+    pub fn election(&self, name: &str) -> Result<AnyElection> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(client) => AnyElection::Redis(client.election(name)?),
+            Self::Memory(store) => AnyElection::Memory(store.election(name)?),
+        })
+    }
+
+    /// How long a [`Lease::Watchdog`](ferrisson_core::Lease::Watchdog) lasts between renewals on this client.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert_eq!(client.watchdog_lease(), None); // memory holds last until released
+    /// ```
+    pub fn watchdog_lease(&self) -> Option<Duration> {
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(client) => Some(client.watchdog_lease()),
+            Self::Memory(_) => None,
+        }
+    }
+
+    /// The Redis client, when this is one.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// # #[cfg(feature = "redis")]
+    /// assert!(client.as_redis().is_none());
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn as_redis(&self) -> Option<&ferrisson_redis::Client> {
+        match self {
+            Self::Redis(client) => Some(client),
+            Self::Memory(_) => None,
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! A leader election of whichever store the client talks to, and its leadership.
+
+use std::time::Duration;
+
+use ferrisson_core::memory::{MemoryElection, MemoryLeadership};
+use ferrisson_core::{
+    Capabilities, DistributedElection, Fenced, FencingToken, Guard, Lease, Result,
+};
+
+use crate::lock::each_store;
+
+/// The leader election of the client's store ([`Client::election`](crate::Client::election)).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ferrisson::{DistributedElection, Fenced, Guard};
+///
+/// let client = ferrisson::connect("memory://any-election").await?;
+/// let election = client.election("billing")?;
+/// let term = election.campaign().await?;
+/// println!("leading with token {}", term.fencing_token());
+/// term.unlock().await?; // resign
+/// # Ok::<(), ferrisson::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AnyElection {
+    /// A Redis [`Election`](ferrisson_redis::Election).
+    #[cfg(feature = "redis")]
+    Redis(ferrisson_redis::Election),
+    /// A memory store election.
+    Memory(MemoryElection),
+}
+
+/// One term of leadership of an [`AnyElection`]; unlocking (or dropping) it resigns.
+#[derive(Debug)]
+#[non_exhaustive]
+#[must_use = "dropping the leadership resigns"]
+pub enum AnyLeadership {
+    /// A Redis leadership.
+    #[cfg(feature = "redis")]
+    Redis(ferrisson_redis::Leadership),
+    /// A memory store leadership.
+    Memory(MemoryLeadership),
+}
+
+impl AnyElection {
+    /// The same election with another lease for its terms.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease the store
+    /// cannot keep.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// let election = client.election("a")?.with_lease(ferrisson::Lease::Fixed(Duration::from_secs(5)))?;
+    /// # let _ = election; Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn with_lease(self, lease: Lease) -> Result<Self> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(election) => Self::Redis(election.with_lease(lease)?),
+            Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
+        })
+    }
+}
+
+impl DistributedElection for AnyElection {
+    type Leadership = AnyLeadership;
+
+    fn name(&self) -> &str {
+        each_store!(self, Self, election => DistributedElection::name(election))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        each_store!(self, Self, election => DistributedElection::capabilities(election))
+    }
+
+    async fn campaign(&self) -> Result<AnyLeadership> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(election) => AnyLeadership::Redis(election.campaign().await?),
+            Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
+        })
+    }
+
+    async fn try_campaign(&self) -> Result<Option<AnyLeadership>> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(election) => election.try_campaign().await?.map(AnyLeadership::Redis),
+            Self::Memory(election) => election.try_campaign().await?.map(AnyLeadership::Memory),
+        })
+    }
+
+    async fn campaign_timeout(&self, wait: Duration) -> Result<Option<AnyLeadership>> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::Redis),
+            Self::Memory(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::Memory),
+        })
+    }
+}
+
+impl Guard for AnyLeadership {
+    fn name(&self) -> &str {
+        each_store!(self, Self, term => Guard::name(term))
+    }
+
+    fn is_held(&self) -> bool {
+        each_store!(self, Self, term => Guard::is_held(term))
+    }
+
+    fn remaining(&self) -> Duration {
+        each_store!(self, Self, term => Guard::remaining(term))
+    }
+
+    async fn lost(&self) {
+        each_store!(self, Self, term => Guard::lost(term).await);
+    }
+
+    async fn unlock(self) -> Result<()> {
+        each_store!(self, Self, term => Guard::unlock(term).await)
+    }
+}
+
+impl Fenced for AnyLeadership {
+    fn fencing_token(&self) -> FencingToken {
+        each_store!(self, Self, term => Fenced::fencing_token(term))
+    }
+}

@@ -1,0 +1,155 @@
+//! A lock of whichever store the client talks to, and its guard.
+
+use std::time::Duration;
+
+use ferrisson_core::memory::{MemoryLock, MemoryLockGuard};
+use ferrisson_core::{Capabilities, DistributedLock, Fenced, FencingToken, Guard, Lease, Result};
+
+/// The reentrant lock of the client's store ([`Client::lock`](crate::Client::lock)).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ferrisson::{DistributedLock, Guard};
+///
+/// let client = ferrisson::connect("memory://any-lock").await?;
+/// let lock = client.lock("voucher:7")?;
+/// assert!(lock.capabilities().fencing != ferrisson::capabilities::Fencing::None);
+/// let guard = lock.lock().await?;
+/// assert!(guard.fencing_token().is_some());
+/// guard.unlock().await?;
+/// # Ok::<(), ferrisson::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AnyLock {
+    /// A Redis [`Lock`](ferrisson_redis::Lock).
+    #[cfg(feature = "redis")]
+    Redis(ferrisson_redis::Lock),
+    /// A memory store lock.
+    Memory(MemoryLock),
+}
+
+/// Proof of holding an [`AnyLock`].
+#[derive(Debug)]
+#[non_exhaustive]
+#[must_use = "dropping the guard releases the lock"]
+pub enum AnyGuard {
+    /// A Redis lock's guard.
+    #[cfg(feature = "redis")]
+    Redis(ferrisson_redis::LockGuard),
+    /// A memory store lock's guard.
+    Memory(MemoryLockGuard),
+}
+
+/// Runs `$body` with `$inner` bound to the variant's value, for every variant.
+macro_rules! each_store {
+    ($value:expr, $enum:ident, $inner:ident => $body:expr) => {
+        match $value {
+            #[cfg(feature = "redis")]
+            $enum::Redis($inner) => $body,
+            $enum::Memory($inner) => $body,
+        }
+    };
+}
+
+pub(crate) use each_store;
+
+impl AnyLock {
+    /// The same lock with another lease ([`Lease::Watchdog`] renews while held,
+    /// [`Lease::Fixed`] lapses).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease the store
+    /// cannot keep.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// let lock = client.lock("a")?.with_lease(ferrisson::Lease::Fixed(Duration::from_secs(5)))?;
+    /// # let _ = lock; Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn with_lease(self, lease: Lease) -> Result<Self> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(lock) => Self::Redis(lock.with_lease(lease)?),
+            Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
+        })
+    }
+}
+
+impl DistributedLock for AnyLock {
+    type Guard = AnyGuard;
+
+    fn name(&self) -> &str {
+        each_store!(self, Self, lock => DistributedLock::name(lock))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        each_store!(self, Self, lock => lock.capabilities())
+    }
+
+    async fn lock(&self) -> Result<AnyGuard> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(lock) => AnyGuard::Redis(DistributedLock::lock(lock).await?),
+            Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
+        })
+    }
+
+    async fn try_lock(&self) -> Result<Option<AnyGuard>> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(lock) => DistributedLock::try_lock(lock).await?.map(AnyGuard::Redis),
+            Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
+        })
+    }
+
+    async fn lock_timeout(&self, wait: Duration) -> Result<Option<AnyGuard>> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(lock) => DistributedLock::lock_timeout(lock, wait)
+                .await?
+                .map(AnyGuard::Redis),
+            Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
+        })
+    }
+}
+
+impl AnyGuard {
+    /// The hold's fencing token, when the store gives one (see the capability table).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use ferrisson::DistributedLock;
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// let guard = client.lock("a")?.lock().await?;
+    /// assert!(guard.fencing_token().is_some());
+    /// # Ok::<(), ferrisson::Error>(()) }).unwrap();
+    /// ```
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        each_store!(self, Self, guard => Some(Fenced::fencing_token(guard)))
+    }
+}
+
+impl Guard for AnyGuard {
+    fn name(&self) -> &str {
+        each_store!(self, Self, guard => Guard::name(guard))
+    }
+
+    fn is_held(&self) -> bool {
+        each_store!(self, Self, guard => Guard::is_held(guard))
+    }
+
+    fn remaining(&self) -> Duration {
+        each_store!(self, Self, guard => Guard::remaining(guard))
+    }
+
+    async fn lost(&self) {
+        each_store!(self, Self, guard => Guard::lost(guard).await);
+    }
+
+    async fn unlock(self) -> Result<()> {
+        each_store!(self, Self, guard => Guard::unlock(guard).await)
+    }
+}
