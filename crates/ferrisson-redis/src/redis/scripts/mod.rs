@@ -445,13 +445,21 @@ scripts! {
 }
 
 /// Loads every script into the server's script cache (one pipeline).
+///
+/// A server that refuses one load refuses them all for the same reason (an ACL without
+/// `SCRIPT LOAD`, an old server): the first refusal is the error, reported once rather
+/// than once per script.
 pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
     let mut pipe = redis::pipe();
+    pipe.ignore_errors();
     for source in SOURCES {
         pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
     }
-    let _: Vec<String> = pipe.query_async(conn).await?;
-    Ok(())
+    let loaded: Vec<redis::RedisResult<String>> = pipe.query_async(conn).await?;
+    match loaded.into_iter().find_map(Result::err) {
+        Some(refused) => Err(refused.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
