@@ -15,11 +15,16 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// (and not empty) wins. `FERRISSON_REDIS_URL` is the older name of `FERRISSON_URL`.
 const URL_VARIABLES: [&str; 3] = ["FERRISSON_URL", "FERRISSON_REDIS_URL", "REDIS_URL"];
 
-/// The URL schemes the command connects with, and whether each asks for TLS.
-const SCHEMES: [(&str, bool); 7] = [
+/// The URL schemes the command connects with (the library's), and whether each asks for
+/// TLS.
+const SCHEMES: [(&str, bool); 11] = [
     ("redis", false),
     ("rediss", true),
+    ("valkey", false),
+    ("valkeys", true),
     ("unix", false),
+    ("redis+unix", false),
+    ("valkey+unix", false),
     ("redis+sentinel", false),
     ("rediss+sentinel", true),
     ("redis+cluster", false),
@@ -72,13 +77,12 @@ impl ConnectionArgs {
             ));
         };
         let Some(&(_, tls)) = SCHEMES.iter().find(|(known, _)| *known == scheme) else {
-            let known: Vec<String> = SCHEMES.iter().map(|(s, _)| format!("{s}://")).collect();
             return Err(Refused::new(
                 &source,
                 format!(
-                    "unknown scheme {}; use one of {}",
+                    "unknown scheme {}; use redis:// (rediss:// for TLS), unix://, \
+                     redis+sentinel:// or redis+cluster://",
                     crate::terminal::quoted(scheme),
-                    known.join(", ")
                 ),
             ));
         };
@@ -201,6 +205,42 @@ mod tests {
         assert_eq!(resolved(None, &all[1..]), "redis://older");
         assert_eq!(resolved(None, &all[2..]), "redis://generic");
         assert_eq!(resolved(None, &[]), DEFAULT_URL);
+    }
+
+    fn with_url(url: &str) -> ConnectionArgs {
+        ConnectionArgs {
+            url: Some(url.to_owned()),
+            cacert: None,
+            cert: None,
+            key: None,
+            insecure: false,
+        }
+    }
+
+    /// Every scheme the check lets through, the library takes too (it fails to connect to
+    /// a closed port instead of refusing the URL), and one it refuses, the library
+    /// refuses.
+    #[tokio::test]
+    async fn the_schemes_are_the_librarys() {
+        for (scheme, _) in SCHEMES {
+            let url = match scheme {
+                "unix" | "redis+unix" | "valkey+unix" => format!("{scheme}:///nonexistent.sock"),
+                "redis+sentinel" | "rediss+sentinel" => format!("{scheme}://127.0.0.1:1/master"),
+                _ => format!("{scheme}://127.0.0.1:1"),
+            };
+            assert!(with_url(&url).check().is_ok(), "{url}");
+            let connected = Client::builder(&url).connect().await;
+            assert!(
+                !matches!(connected, Err(ferrisson::Error::InvalidArgument(_))),
+                "{url}: {connected:?}"
+            );
+        }
+        let unknown = "memcache://127.0.0.1:1";
+        assert!(with_url(unknown).check().is_err());
+        assert!(matches!(
+            Client::builder(unknown).connect().await,
+            Err(ferrisson::Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

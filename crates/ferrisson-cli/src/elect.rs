@@ -120,7 +120,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             grace: args.hold.grace,
             what: format!("leadership of {name}"),
         };
-        let code = match command.run(&leadership).await? {
+        let ended = match command.run(&leadership).await {
+            Ok(ended) => ended,
+            Err(e) => {
+                // Nothing ran (the watcher could not start): step down now rather than
+                // leave the next leader waiting for the lease.
+                release_lost(leadership.resign()).await;
+                return Err(e.context(format!("cannot run the command as leader of {name}")));
+            }
+        };
+        let code = match ended {
             Ended::Lost if args.recampaign => {
                 release_lost(leadership.resign()).await;
                 eprintln!("ferrisson: campaigning again for {name}");

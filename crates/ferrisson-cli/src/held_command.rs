@@ -165,9 +165,9 @@ pub enum Taken<G> {
     TimedOut(Option<&'static str>),
 }
 
-/// Releases a hold that was lost, without a word: its holder (or the store) said so
-/// already, and a release that finds the hold gone, or a store that does not answer,
-/// is expected. Whatever is left expires with its lease.
+/// Releases a hold that was lost (or that nothing ran under), without a word: the loss
+/// or the failure was told already, and a release that finds the hold gone, or a store
+/// that does not answer, is expected then. Whatever is left expires with its lease.
 pub async fn release_lost(release: impl Future<Output = ferrisson::Result<()>>) {
     let _ = tokio::time::timeout(RELEASE_AFTER_LOSS, release).await;
 }

@@ -95,7 +95,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         grace: args.hold.grace,
         what: what.clone(),
     };
-    let code = match command.run(&guard).await? {
+    let ended = match command.run(&guard).await {
+        Ok(ended) => ended,
+        Err(e) => {
+            // Nothing ran (the watcher could not start): give the lock back now rather
+            // than leave it to its lease.
+            release_lost(guard.unlock()).await;
+            return Err(e.context(format!("cannot run the command under {what}")));
+        }
+    };
+    let code = match ended {
         Ended::Lost => {
             release_lost(guard.unlock()).await;
             return Ok(ExitCode::from(args.hold.lost_exit_code));
