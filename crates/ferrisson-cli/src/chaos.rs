@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     iterations: u32,
 
-    /// The watchdog lease of every client.
+    /// The watchdog lease of every client (at least 100ms, as `ferrisson lock --lease`).
     #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
     lease: Duration,
 
@@ -31,6 +31,13 @@ pub struct Args {
 fn scenario_names() -> clap::builder::PossibleValuesParser {
     let names = std::iter::once("all").chain(Scenario::ALL.iter().map(|s| s.name()));
     clap::builder::PossibleValuesParser::new(names)
+}
+
+impl Args {
+    /// Refuses what no run could use, before any server starts.
+    pub fn check(&self) -> Result<(), crate::arguments::Refused> {
+        crate::arguments::check_lease(self.lease)
+    }
 }
 
 /// Runs the scenarios; exit code 1 when an expected result did not hold.

@@ -6,12 +6,30 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use ferrisson::redis::{Client, ClientBuilder, TlsConfig};
 
+use crate::arguments::Refused;
+
 /// Where Redis is when neither the flag nor the environment says.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 /// The environment variables read for the URL when `--url` is not given, first one set
 /// (and not empty) wins. `FERRISSON_REDIS_URL` is the older name of `FERRISSON_URL`.
 const URL_VARIABLES: [&str; 3] = ["FERRISSON_URL", "FERRISSON_REDIS_URL", "REDIS_URL"];
+
+/// The URL schemes the command connects with (the library's), and whether each asks for
+/// TLS.
+const SCHEMES: [(&str, bool); 11] = [
+    ("redis", false),
+    ("rediss", true),
+    ("valkey", false),
+    ("valkeys", true),
+    ("unix", false),
+    ("redis+unix", false),
+    ("valkey+unix", false),
+    ("redis+sentinel", false),
+    ("rediss+sentinel", true),
+    ("redis+cluster", false),
+    ("rediss+cluster", true),
+];
 
 /// The connection flags of `lock`, `id next` and `id count`. The TLS flags carry
 /// redis-cli's names.
@@ -39,10 +57,75 @@ pub struct ConnectionArgs {
 }
 
 impl ConnectionArgs {
+    /// Refuses a URL no store could be reached at (empty, no `scheme://`, a scheme the
+    /// command does not know), TLS flags with a URL that asks for no TLS, and TLS files
+    /// that cannot be read. What only the store's own parser sees (a port out of range,
+    /// a certificate that does not parse) it refuses before connecting too.
+    pub fn check(&self) -> Result<(), Refused> {
+        let (url, source) = resolve_url(self.url.clone(), |name| std::env::var(name).ok());
+        if url.is_empty() {
+            return Err(Refused::new(
+                &source,
+                "the URL is empty; give one like redis://HOST:PORT",
+            ));
+        }
+        // Only the scheme is shown: the rest may hold a password.
+        let Some((scheme, _)) = url.split_once("://") else {
+            return Err(Refused::new(
+                &source,
+                "not a URL (no scheme://); give one like redis://HOST:PORT",
+            ));
+        };
+        let Some(&(_, tls)) = SCHEMES.iter().find(|(known, _)| *known == scheme) else {
+            return Err(Refused::new(
+                &source,
+                format!(
+                    "unknown scheme {}; use redis:// (rediss:// for TLS), unix://, \
+                     redis+sentinel:// or redis+cluster://",
+                    crate::terminal::quoted(scheme),
+                ),
+            ));
+        };
+        if !tls && let Some(flag) = self.tls_flag() {
+            return Err(Refused::because(format!(
+                "{flag} needs a TLS URL (rediss://, rediss+sentinel:// or rediss+cluster://), \
+                 and the URL ({source}) is {scheme}://"
+            )));
+        }
+        for (flag, path) in [
+            ("--cacert", &self.cacert),
+            ("--cert", &self.cert),
+            ("--key", &self.key),
+        ] {
+            if let Some(path) = path
+                && let Err(e) = std::fs::read(path)
+            {
+                return Err(Refused::value(
+                    flag,
+                    &path.to_string_lossy(),
+                    format!("cannot read the file: {}", lowercase_first(&e.to_string())),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first TLS flag given, if any.
+    fn tls_flag(&self) -> Option<&'static str> {
+        [
+            ("--cacert", self.cacert.is_some()),
+            ("--cert", self.cert.is_some()),
+            ("--key", self.key.is_some()),
+            ("--insecure", self.insecure),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     /// A client builder for the URL these flags (or the environment) name, with the TLS
     /// settings they give.
     pub fn builder(&self) -> anyhow::Result<ClientBuilder> {
-        let url = resolve_url(self.url.clone(), |name| std::env::var(name).ok());
+        let (url, _) = resolve_url(self.url.clone(), |name| std::env::var(name).ok());
         let builder = Client::builder(&url);
         Ok(match self.tls()? {
             Some(tls) => builder.tls(tls),
@@ -71,15 +154,30 @@ fn read(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {flag} {}", path.display()))
 }
 
+/// `"No such file or directory"` as `"no such file or directory"`.
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|first| first.to_lowercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// `--url`, else the first of [`URL_VARIABLES`] that is set and not empty, else
-/// [`DEFAULT_URL`]; `env` reads a variable.
-fn resolve_url(flag: Option<String>, env: impl Fn(&str) -> Option<String>) -> String {
-    flag.or_else(|| {
-        URL_VARIABLES
-            .iter()
-            .find_map(|name| env(name).filter(|value| !value.is_empty()))
-    })
-    .unwrap_or_else(|| DEFAULT_URL.to_owned())
+/// [`DEFAULT_URL`], with where it came from (`--url`, `$FERRISSON_URL`, ...); `env`
+/// reads a variable.
+fn resolve_url(flag: Option<String>, env: impl Fn(&str) -> Option<String>) -> (String, String) {
+    if let Some(url) = flag {
+        return (url, "--url".to_owned());
+    }
+    URL_VARIABLES
+        .iter()
+        .find_map(|name| {
+            env(name)
+                .filter(|value| !value.is_empty())
+                .map(|url| (url, format!("${name}")))
+        })
+        .unwrap_or_else(|| (DEFAULT_URL.to_owned(), "--url".to_owned()))
 }
 
 #[cfg(test)]
@@ -92,6 +190,7 @@ mod tests {
                 .find(|(set_name, _)| *set_name == name)
                 .map(|(_, value)| (*value).to_owned())
         })
+        .0
     }
 
     #[test]
@@ -106,6 +205,42 @@ mod tests {
         assert_eq!(resolved(None, &all[1..]), "redis://older");
         assert_eq!(resolved(None, &all[2..]), "redis://generic");
         assert_eq!(resolved(None, &[]), DEFAULT_URL);
+    }
+
+    fn with_url(url: &str) -> ConnectionArgs {
+        ConnectionArgs {
+            url: Some(url.to_owned()),
+            cacert: None,
+            cert: None,
+            key: None,
+            insecure: false,
+        }
+    }
+
+    /// Every scheme the check lets through, the library takes too (it fails to connect to
+    /// a closed port instead of refusing the URL), and one it refuses, the library
+    /// refuses.
+    #[tokio::test]
+    async fn the_schemes_are_the_librarys() {
+        for (scheme, _) in SCHEMES {
+            let url = match scheme {
+                "unix" | "redis+unix" | "valkey+unix" => format!("{scheme}:///nonexistent.sock"),
+                "redis+sentinel" | "rediss+sentinel" => format!("{scheme}://127.0.0.1:1/master"),
+                _ => format!("{scheme}://127.0.0.1:1"),
+            };
+            assert!(with_url(&url).check().is_ok(), "{url}");
+            let connected = Client::builder(&url).connect().await;
+            assert!(
+                !matches!(connected, Err(ferrisson::Error::InvalidArgument(_))),
+                "{url}: {connected:?}"
+            );
+        }
+        let unknown = "memcache://127.0.0.1:1";
+        assert!(with_url(unknown).check().is_err());
+        assert!(matches!(
+            Client::builder(unknown).connect().await,
+            Err(ferrisson::Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

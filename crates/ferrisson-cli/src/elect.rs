@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use ferrisson::redis::{Election, Leadership};
 
-use crate::held_command::{Ended, HeldCommand, HoldArgs};
+use crate::arguments::{Refused, check_candidate_id, check_name};
+use crate::held_command::{Ended, HeldCommand, HoldArgs, Taken, release_lost};
+use crate::terminal::quoted;
 
 /// Run a command only while this process is the elected leader.
 ///
@@ -16,6 +18,8 @@ use crate::held_command::{Ended, HeldCommand, HoldArgs};
 /// environment, keeps the leadership renewed while COMMAND runs, and steps down when
 /// COMMAND exits, which elects the next waiting candidate at once. If this process dies
 /// without stepping down, the next candidate is elected one --lease later at most.
+///
+/// --wait bounds all of it, connecting included, as with `ferrisson lock`.
 ///
 /// When leadership is lost while COMMAND runs (renewals failed for a whole lease, or the
 /// election key was deleted), COMMAND gets SIGTERM, and SIGKILL after --grace; then
@@ -29,7 +33,7 @@ use crate::held_command::{Ended, HeldCommand, HoldArgs};
 ///   125               ferrisson itself failed, e.g. Redis unreachable; a one-line reason
 ///                     is on stderr
 ///   126, 127          COMMAND could not be started, or was not found
-///   2                 the arguments were refused; nothing was run
+///   2                 the arguments were refused; nothing was run or connected
 ///
 /// COMMAND dies with ferrisson, as with `ferrisson lock`: it runs in a process group of
 /// its own that is killed (SIGKILL) as soon as ferrisson dies, however it dies, long
@@ -60,23 +64,48 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_name("<NAME>", &self.name)?;
+        if let Some(id) = &self.id {
+            check_candidate_id(id)?;
+        }
+        self.hold.check()
+    }
+}
+
 /// Campaigns, runs while leader, steps down.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let client = args.hold.connect().await?;
+    let name = quoted(&args.name);
+    let failed = format!("cannot campaign for leadership of {name}");
+    let waiting = format!("waiting to be elected leader of {name}");
     let id = match &args.id {
         Some(id) => id.clone(),
         None => default_id(),
     };
-    let election = client.election(&args.name)?.with_candidate_id(id.clone())?;
-    loop {
-        let Some(leadership) = campaign(&election, args.hold.wait).await? else {
-            eprintln!(
-                "ferrisson: not elected leader of {:?} within {}",
-                args.name,
-                humantime::format_duration(args.hold.wait.unwrap_or_default())
-            );
+    let mut election = None;
+    let taken = args
+        .hold
+        .connect_and_take(&failed, async |client, wait| {
+            let candidate = client.election(&args.name)?.with_candidate_id(id.clone())?;
+            let leadership = campaign(&candidate, wait).await;
+            election = Some(candidate);
+            leadership
+        })
+        .await?;
+    let mut leadership = match taken {
+        Taken::Held(leadership) => leadership,
+        Taken::TimedOut(why) => {
+            eprintln!("ferrisson: {}", args.hold.timed_out(&waiting, why));
             return Ok(ExitCode::from(args.hold.conflict_exit_code));
-        };
+        }
+    };
+    // Set by the campaign that elected this leadership.
+    let Some(election) = election else {
+        anyhow::bail!("{failed}: elected without an election");
+    };
+    loop {
         tracing::info!(election = %args.name, id = %id, term = %leadership.fencing_token(), "elected");
         let command = HeldCommand {
             command: &args.command,
@@ -89,22 +118,44 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ),
             ],
             grace: args.hold.grace,
-            what: format!("leadership of {:?}", args.name),
+            what: format!("leadership of {name}"),
         };
-        let code = match command.run(&leadership).await? {
+        let ended = match command.run(&leadership).await {
+            Ok(ended) => ended,
+            Err(e) => {
+                // Nothing ran (the watcher could not start): step down now rather than
+                // leave the next leader waiting for the lease.
+                release_lost(leadership.resign()).await;
+                return Err(e.context(format!("cannot run the command as leader of {name}")));
+            }
+        };
+        let code = match ended {
             Ended::Lost if args.recampaign => {
-                drop(leadership);
-                eprintln!("ferrisson: campaigning again for {:?}", args.name);
-                continue;
+                release_lost(leadership.resign()).await;
+                eprintln!("ferrisson: campaigning again for {name}");
+                let again = args
+                    .hold
+                    .take_again(&failed, async |wait| campaign(&election, wait).await)
+                    .await?;
+                match again {
+                    Taken::Held(next) => {
+                        leadership = next;
+                        continue;
+                    }
+                    Taken::TimedOut(why) => {
+                        eprintln!("ferrisson: {}", args.hold.timed_out(&waiting, why));
+                        return Ok(ExitCode::from(args.hold.conflict_exit_code));
+                    }
+                }
             }
             Ended::Lost => {
-                drop(leadership);
+                release_lost(leadership.resign()).await;
                 return Ok(ExitCode::from(args.hold.lost_exit_code));
             }
             Ended::Exited(code) | Ended::NotStarted(code) => code,
         };
         if let Err(e) = leadership.resign().await {
-            eprintln!("ferrisson: stepping down from {:?}: {e}", args.name);
+            eprintln!("ferrisson: stepping down from leadership of {name}: {e}");
         }
         return Ok(ExitCode::from(code));
     }

@@ -2,6 +2,7 @@
 //! group of its own that dies with ferrisson, with SIGINT, SIGTERM and SIGHUP passed on,
 //! stopped (SIGTERM, then SIGKILL after the grace) when the hold is lost.
 
+use std::cell::Cell;
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -10,12 +11,22 @@ use ferrisson::redis::{Client, Guard};
 use nix::sys::signal::{Signal, killpg};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::Instant;
 
+use crate::arguments::{Refused, check_lease, check_namespace};
 use crate::connection::ConnectionArgs;
 use crate::group_watcher::{self, GroupWatcher};
+use crate::terminal::sanitized;
 
-/// Exit status when ferrisson itself failed (as `env`, `nice` and `timeout` use it).
-pub const EXIT_ERROR: u8 = 125;
+/// How long after --wait ferrisson gives up at the latest. The wait for the holder ends
+/// at --wait; this leaves room for a round trip in flight then (and, with a wait shorter
+/// than a connect, for connecting and one try: `--wait 0s` tries once, like `flock -n`).
+const WAIT_MARGIN: Duration = Duration::from_millis(500);
+
+/// How long a release after a lost hold may take before ferrisson exits without it: the
+/// store may be what made the hold lost.
+const RELEASE_AFTER_LOSS: Duration = Duration::from_secs(1);
+
 /// Exit status when COMMAND was found but could not be started (as shells use it).
 const EXIT_CANNOT_RUN: u8 = 126;
 /// Exit status when COMMAND was not found (as shells use it).
@@ -28,7 +39,7 @@ pub struct HoldArgs {
     #[command(flatten)]
     connection: ConnectionArgs,
 
-    /// Give up after waiting this long for the lock, or to be elected (e.g. 500ms, 10s, 2m) [default: wait forever]
+    /// Give up after waiting this long for the lock, or to be elected, connecting included (e.g. 500ms, 10s, 2m) [default: wait forever]
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub wait: Option<Duration>,
 
@@ -40,7 +51,7 @@ pub struct HoldArgs {
     #[arg(long, value_name = "N", default_value_t = 74)]
     pub lost_exit_code: u8,
 
-    /// Watchdog lease: the lock or leadership is renewed every third of it, and outlives a crashed holder by at most this long
+    /// Watchdog lease, at least 100ms: the lock or leadership is renewed every third of it, and outlives a crashed holder by at most this long
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = humantime::parse_duration)]
     lease: Duration,
 
@@ -54,8 +65,15 @@ pub struct HoldArgs {
 }
 
 impl HoldArgs {
+    /// Refuses what no connect could use.
+    pub fn check(&self) -> Result<(), Refused> {
+        self.connection.check()?;
+        check_namespace(&self.namespace)?;
+        check_lease(self.lease)
+    }
+
     /// A client with these connection flags, namespace and watchdog lease.
-    pub async fn connect(&self) -> anyhow::Result<Client> {
+    async fn connect(&self) -> anyhow::Result<Client> {
         Ok(self
             .connection
             .builder()?
@@ -64,6 +82,94 @@ impl HoldArgs {
             .connect()
             .await?)
     }
+
+    /// Connects and takes the hold with `take`, all of it within --wait when given (and
+    /// [`WAIT_MARGIN`]): one deadline bounds connecting, every round trip to the store and
+    /// the wait for the holder, so a store that does not answer (paused, or packets
+    /// dropped on the way) counts against the wait like a holder that does not let go.
+    ///
+    /// `take` gets the client and the time left of the wait (`None`: no limit); it waits
+    /// for the holder at most that long. When the deadline passes first, whatever it was
+    /// doing is dropped (the library's acquires are cancel safe). The guard it returns
+    /// keeps the client (and its renewals) alive.
+    ///
+    /// `failed` says in errors what failed (`cannot take lock "jobs"`).
+    pub async fn connect_and_take<G>(
+        &self,
+        failed: &str,
+        take: impl AsyncFnOnce(&Client, Option<Duration>) -> ferrisson::Result<Option<G>>,
+    ) -> anyhow::Result<Taken<G>> {
+        let start = Instant::now();
+        let connected = Cell::new(false);
+        let taking = async {
+            let client = self.connect().await.context(failed.to_owned())?;
+            connected.set(true);
+            let left = self.wait.map(|wait| wait.saturating_sub(start.elapsed()));
+            take(&client, left).await.context(failed.to_owned())
+        };
+        self.within_wait(start, taking, || connected.get()).await
+    }
+
+    /// Takes the hold again on the client already connected (`elect --recampaign`), within
+    /// --wait as [`HoldArgs::connect_and_take`] does.
+    pub async fn take_again<G>(
+        &self,
+        failed: &str,
+        take: impl AsyncFnOnce(Option<Duration>) -> ferrisson::Result<Option<G>>,
+    ) -> anyhow::Result<Taken<G>> {
+        let taking = async { take(self.wait).await.context(failed.to_owned()) };
+        self.within_wait(Instant::now(), taking, || true).await
+    }
+
+    /// `taking`'s outcome, or [`Taken::TimedOut`] when --wait (and [`WAIT_MARGIN`]) from
+    /// `start` passes first; `connected` tells whether it got past connecting.
+    async fn within_wait<G>(
+        &self,
+        start: Instant,
+        taking: impl Future<Output = anyhow::Result<Option<G>>>,
+        connected: impl Fn() -> bool,
+    ) -> anyhow::Result<Taken<G>> {
+        let outcome = match self.wait {
+            Some(wait) => tokio::time::timeout_at(start + wait + WAIT_MARGIN, taking).await,
+            None => Ok(taking.await),
+        };
+        Ok(match outcome {
+            Ok(Ok(Some(guard))) => Taken::Held(guard),
+            Ok(Ok(None)) => Taken::TimedOut(None),
+            Ok(Err(e)) => return Err(e),
+            Err(_elapsed) if connected() => {
+                Taken::TimedOut(Some("the server did not answer in time"))
+            }
+            Err(_elapsed) => Taken::TimedOut(Some("the server did not answer while connecting")),
+        })
+    }
+
+    /// What to tell when --wait ran out `waiting` (`waiting for lock "jobs"`): how long,
+    /// and why when it was not the holder (`timed out after 2s waiting for lock "jobs":
+    /// the server did not answer`).
+    pub fn timed_out(&self, waiting: &str, why: Option<&str>) -> String {
+        let waited = humantime::format_duration(self.wait.unwrap_or_default());
+        match why {
+            Some(why) => format!("timed out after {waited} {waiting}: {why}"),
+            None => format!("timed out after {waited} {waiting}"),
+        }
+    }
+}
+
+/// How taking a hold within --wait ended.
+pub enum Taken<G> {
+    /// Held.
+    Held(G),
+    /// --wait ran out; why, when it was the store that did not answer rather than the
+    /// holder that did not let go.
+    TimedOut(Option<&'static str>),
+}
+
+/// Releases a hold that was lost (or that nothing ran under), without a word: the loss
+/// or the failure was told already, and a release that finds the hold gone, or a store
+/// that does not answer, is expected then. Whatever is left expires with its lease.
+pub async fn release_lost(release: impl Future<Output = ferrisson::Result<()>>) {
+    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS, release).await;
 }
 
 /// How COMMAND's run under a hold ended.
@@ -110,7 +216,10 @@ impl HeldCommand<'_> {
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(e) => {
-                eprintln!("ferrisson: cannot run {}: {e}", program.to_string_lossy());
+                eprintln!(
+                    "ferrisson: cannot run {}: {e}",
+                    sanitized(&program.to_string_lossy())
+                );
                 watcher.kill_group().await;
                 return Ok(Ended::NotStarted(
                     if e.kind() == std::io::ErrorKind::NotFound {

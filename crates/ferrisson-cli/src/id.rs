@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use ferrisson::redis::{Client, IdGenerator};
 
+use crate::arguments::{Refused, check_id_prefix, check_namespace};
 use crate::connection::ConnectionArgs;
 
 /// Most ids asked of Redis in one `INCRBY`, so `--count` never holds billions in memory.
@@ -45,6 +46,7 @@ enum IdCommand {
     /// Print an id's timestamp (RFC 3339, UTC) and sequence number (no Redis needed)
     Decode {
         /// The id, a non-negative 64-bit integer
+        #[arg(value_parser = clap::value_parser!(i64).range(0..))]
         id: i64,
     },
 
@@ -64,6 +66,31 @@ enum IdCommand {
         #[arg(long, default_value = "")]
         namespace: String,
     },
+}
+
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        match &self.command {
+            IdCommand::Next {
+                connection,
+                prefix,
+                namespace,
+                ..
+            }
+            | IdCommand::Count {
+                connection,
+                prefix,
+                namespace,
+                ..
+            } => {
+                check_id_prefix(prefix)?;
+                check_namespace(namespace)?;
+                connection.check()
+            }
+            IdCommand::Decode { .. } => Ok(()),
+        }
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {

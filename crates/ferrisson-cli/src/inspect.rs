@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use ferrisson::redis::inspect::{Entry, PrimitiveKind, Snapshot};
 use ferrisson::redis::{Client, RwHolder, RwLockInfo, RwLockMode};
 
+use crate::arguments::{Refused, check_name};
 use crate::listing::{ScopeArgs, entry_json, rfc3339, short_duration};
+use crate::terminal::{escaped, quoted};
 
 /// Show everything one primitive's snapshot says.
 ///
@@ -18,7 +20,8 @@ use crate::listing::{ScopeArgs, entry_json, rfc3339, short_duration};
 /// semaphore's or a latch's (the two store the same): both readings are shown, and
 /// --kind picks one. A name that is also an id prefix shows its day counters too.
 ///
-/// Exits 1 when nothing (of --kind) is called NAME.
+/// Exits 1 when nothing (of --kind) is called NAME, 125 when Redis cannot be reached (or
+/// ferrisson fails otherwise), 2 when an argument is refused (before connecting).
 ///
 /// With --json, one JSON document: an array of the entries found (see below).
 #[derive(Debug, clap::Args)]
@@ -30,6 +33,26 @@ pub struct Args {
     /// The primitive's name
     name: String,
 }
+
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_name("<NAME>", &self.name)?;
+        self.scope.check()
+    }
+}
+
+/// Nothing is called the name asked for (exit status 1, not the 125 of a failure).
+#[derive(Debug)]
+pub struct NotFound(pub String);
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFound {}
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.scope.connect().await?;
@@ -50,8 +73,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The entries called `name` (of `kind`, when given) that `keep` accepts; an error saying
-/// there is no `what` called `name` when there is none.
+/// The entries called `name` (of `kind`, when given) that `keep` accepts; [`NotFound`]
+/// saying there is no `what` called `name` when there is none.
 pub async fn find(
     client: &Client,
     name: &str,
@@ -69,16 +92,16 @@ pub async fn find(
         let what = kind.map_or_else(|| what.to_owned(), |k| format!("no {k}"));
         let place = match client.namespace() {
             "" => String::new(),
-            namespace => format!(" in namespace {namespace:?}"),
+            namespace => format!(" in namespace {}", quoted(namespace)),
         };
-        anyhow::bail!("{what} called {name:?}{place}");
+        return Err(NotFound(format!("{what} called {}{place}", quoted(name))).into());
     }
     Ok(entries)
 }
 
 /// One entry, field by field, as a person reads it.
 pub fn details(entry: &Entry) -> String {
-    let mut lines = Lines(format!("{} {:?}\n", entry.kind, entry.name));
+    let mut lines = Lines(format!("{} {}\n", entry.kind, quoted(&entry.name)));
     if entry.ambiguous {
         lines.add(
             "note",
@@ -113,7 +136,7 @@ pub fn details(entry: &Entry) -> String {
         }
         Snapshot::Election(info) => match &info.leader {
             Some(leader) => {
-                lines.add("leader", &leader.candidate);
+                lines.add("leader", escaped(&leader.candidate));
                 lines.add("owner", leader.owner);
                 lines.add("term", leader.term);
                 lines.add("since", rfc3339(leader.since));

@@ -1,7 +1,6 @@
 //! What the inspecting subcommands (`ls`, `inspect`, `unlock`, `top`) share: their flags,
 //! an entry as JSON, and the table they print.
 
-use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -9,7 +8,9 @@ use ferrisson::redis::inspect::{Entry, PrimitiveKind, Snapshot};
 use ferrisson::redis::{Client, HeldPermit, LeaderInfo, RwHolder, RwLockMode};
 use serde_json::{Value, json};
 
+use crate::arguments::{Refused, check_namespace};
 use crate::connection::ConnectionArgs;
+use crate::terminal::{columns, escaped, padded};
 
 /// The flags every inspecting subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +32,12 @@ pub struct ScopeArgs {
 }
 
 impl ScopeArgs {
+    /// Refuses what no connect could use.
+    pub fn check(&self) -> Result<(), Refused> {
+        self.connection.check()?;
+        check_namespace(&self.namespace)
+    }
+
     /// A client with these connection flags and namespace.
     pub async fn connect(&self) -> anyhow::Result<Client> {
         Ok(self
@@ -192,13 +199,15 @@ const HEADER: [&str; 8] = [
     "NAME", "KIND", "HOLDERS", "HOLDS", "TTL", "TOKEN", "WAITERS", "STATE",
 ];
 
-/// The entries as a table, one line each under a header, columns padded to fit.
+/// The entries as a table, one line each under a header, columns padded to fit (by the
+/// terminal columns their text takes). Names and holders come from Redis: they are
+/// escaped, so a name cannot clear the screen or forge a row.
 pub fn table(entries: &[Entry]) -> String {
     let rows: Vec<[String; 8]> = entries.iter().map(row).collect();
     let mut widths = HEADER.map(str::len);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+            *width = (*width).max(columns(cell));
         }
     }
     let mut out = String::new();
@@ -208,7 +217,8 @@ pub fn table(entries: &[Entry]) -> String {
             if i + 1 == cells.len() {
                 line.push_str(cell);
             } else {
-                let _ = write!(line, "{cell:<width$}  ");
+                line.push_str(&padded(cell, width));
+                line.push_str("  ");
             }
         }
         out.push_str(line.trim_end());
@@ -217,15 +227,15 @@ pub fn table(entries: &[Entry]) -> String {
     out
 }
 
-/// One entry's cells.
+/// One entry's cells, escaped.
 fn row(entry: &Entry) -> [String; 8] {
     let snapshot = &entry.snapshot;
     let dash = || "-".to_owned();
     let holders = snapshot.holders();
     let holders = match holders.as_slice() {
         [] => dash(),
-        [one] => one.clone(),
-        [first, rest @ ..] => format!("{first}(+{})", rest.len()),
+        [one] => escaped(one),
+        [first, rest @ ..] => format!("{}(+{})", escaped(first), rest.len()),
     };
     let kind = if entry.ambiguous {
         format!("{}?", entry.kind)
@@ -237,7 +247,7 @@ fn row(entry: &Entry) -> [String; 8] {
         n => n.to_string(),
     };
     [
-        entry.name.clone(),
+        escaped(&entry.name),
         kind,
         holders,
         holds,

@@ -3,13 +3,20 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use crate::held_command::{Ended, HeldCommand, HoldArgs};
+use crate::arguments::{Refused, check_name};
+use crate::held_command::{Ended, HeldCommand, HoldArgs, Taken, release_lost};
+use crate::terminal::quoted;
 
 /// Run a command while holding a distributed lock.
 ///
 /// Acquires the lock NAME (waiting as long as it takes unless --wait is given), runs
 /// COMMAND with FERRISSON_LOCK_NAME and FERRISSON_FENCING_TOKEN in its environment, keeps
 /// the lock renewed while COMMAND runs, and releases it when COMMAND exits.
+///
+/// --wait bounds all of it, connecting included: a server that does not answer (paused,
+/// or unreachable behind a firewall) counts against the wait like a holder that does
+/// not let go. ferrisson gives up at most 500ms after --wait (a round trip in flight then);
+/// --wait 0s tries once, like flock -n.
 ///
 /// Exit status:
 ///   COMMAND's own     COMMAND ran to its end (128+N when signal N killed it)
@@ -19,7 +26,7 @@ use crate::held_command::{Ended, HeldCommand, HoldArgs};
 ///   125               ferrisson itself failed, e.g. Redis unreachable or a refused
 ///                     certificate; a one-line reason is on stderr
 ///   126, 127          COMMAND could not be started, or was not found; nothing was run
-///   2                 the arguments were refused; nothing was run
+///   2                 the arguments were refused; nothing was run or connected
 /// A command may exit 74 or 75 itself: give --conflict-exit-code and --lost-exit-code
 /// values it never uses (as with flock -E) when a script must tell them apart.
 ///
@@ -50,23 +57,34 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_name("<NAME>", &self.name)?;
+        self.hold.check()
+    }
+}
+
 /// Acquires, runs, releases.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let client = args.hold.connect().await?;
-    let lock = client.lock(&args.name)?;
-    let guard = match args.hold.wait {
-        Some(wait) => match lock.lock_timeout(wait).await? {
-            Some(guard) => guard,
-            None => {
-                eprintln!(
-                    "ferrisson: timed out after {} waiting for lock {:?}",
-                    humantime::format_duration(wait),
-                    args.name
-                );
-                return Ok(ExitCode::from(args.hold.conflict_exit_code));
+    let what = format!("lock {}", quoted(&args.name));
+    let taken = args
+        .hold
+        .connect_and_take(&format!("cannot take {what}"), async |client, wait| {
+            let lock = client.lock(&args.name)?;
+            match wait {
+                Some(wait) => lock.lock_timeout(wait).await,
+                None => lock.lock().await.map(Some),
             }
-        },
-        None => lock.lock().await?,
+        })
+        .await?;
+    let guard = match taken {
+        Taken::Held(guard) => guard,
+        Taken::TimedOut(why) => {
+            let waiting = format!("waiting for {what}");
+            eprintln!("ferrisson: {}", args.hold.timed_out(&waiting, why));
+            return Ok(ExitCode::from(args.hold.conflict_exit_code));
+        }
     };
     let command = HeldCommand {
         command: &args.command,
@@ -75,17 +93,26 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ("FERRISSON_FENCING_TOKEN", guard.fencing_token().to_string()),
         ],
         grace: args.hold.grace,
-        what: format!("lock {:?}", args.name),
+        what: what.clone(),
     };
-    let code = match command.run(&guard).await? {
+    let ended = match command.run(&guard).await {
+        Ok(ended) => ended,
+        Err(e) => {
+            // Nothing ran (the watcher could not start): give the lock back now rather
+            // than leave it to its lease.
+            release_lost(guard.unlock()).await;
+            return Err(e.context(format!("cannot run the command under {what}")));
+        }
+    };
+    let code = match ended {
         Ended::Lost => {
-            drop(guard);
+            release_lost(guard.unlock()).await;
             return Ok(ExitCode::from(args.hold.lost_exit_code));
         }
         Ended::Exited(code) | Ended::NotStarted(code) => code,
     };
     if let Err(e) = guard.unlock().await {
-        eprintln!("ferrisson: releasing lock {:?}: {e}", args.name);
+        eprintln!("ferrisson: releasing {what}: {e}");
     }
     Ok(ExitCode::from(code))
 }

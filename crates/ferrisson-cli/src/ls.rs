@@ -3,7 +3,9 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use crate::arguments::{Refused, check_pattern};
 use crate::listing::{ScopeArgs, entry_json, table};
+use crate::terminal::quoted;
 
 /// List what a namespace holds: locks, semaphores, latches, elections, rate limiters, ids.
 ///
@@ -38,6 +40,14 @@ pub struct Args {
     pattern: String,
 }
 
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_pattern("[PATTERN]", &self.pattern)?;
+        self.scope.check()
+    }
+}
+
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.scope.connect().await?;
     let mut entries = client.scan(&args.pattern).await?;
@@ -51,9 +61,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if entries.is_empty() {
         let place = match args.scope.namespace.as_str() {
             "" => String::new(),
-            namespace => format!(" in namespace {namespace:?}"),
+            namespace => format!(" in namespace {}", quoted(namespace)),
         };
-        eprintln!("ferrisson: nothing{place} matches {:?}", args.pattern);
+        eprintln!(
+            "ferrisson: nothing{place} matches {}",
+            quoted(&args.pattern)
+        );
     } else {
         out.write_all(table(&entries).as_bytes())?;
     }

@@ -2,11 +2,11 @@
 //! elected leader, make and decode ids, look at what is held and waited for (and remove a
 //! stuck lock), and (with the `chaos` feature) run the fault suite.
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Subcommand};
 
+mod arguments;
 #[cfg(feature = "chaos")]
 mod chaos;
 mod connection;
@@ -17,12 +17,26 @@ mod id;
 mod inspect;
 mod listing;
 mod lock;
+mod log;
 mod ls;
+mod terminal;
 mod top;
 mod unlock;
 
+use arguments::Refused;
+
+/// Exit status of `inspect` and `unlock` when there is nothing by that name (or `unlock`
+/// removed nothing); `lock` and `elect` leave 1 to their command.
+pub const EXIT_NOT_FOUND: u8 = 1;
+/// Exit status when an argument was refused; nothing connected.
+pub const EXIT_REFUSED: u8 = 2;
+/// Exit status when ferrisson itself failed: the store could not be reached, refused the
+/// login or a command (as `env`, `nice` and `timeout` use it, so that `lock` and `elect`
+/// keep 1 to 124 for their command).
+pub const EXIT_ERROR: u8 = 125;
+
 /// Distributed locks and ids on Redis, from the shell.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(name = "ferrisson", version)]
 struct Cli {
     #[command(subcommand)]
@@ -53,28 +67,97 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FERRISSON_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(colour_on_stderr())
-        .init();
-    let cli = Cli::parse();
-    // The exit status of a failure of ferrisson's own: `lock` and `elect` keep the usual
-    // 1 free for the command they run.
-    let error_exit = match cli.command {
-        Command::Lock(_) | Command::Elect(_) => ExitCode::from(held_command::EXIT_ERROR),
-        _ => ExitCode::FAILURE,
+    log::init();
+    // clap prints its own refusals and exits 2 (help and version: 0).
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.format(&mut Cli::command()).exit(),
     };
-    let result = run(cli.command);
-    match result {
+    if let Err(refused) = cli.command.check() {
+        return refuse(&matches, &refused.to_string());
+    }
+    match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ferrisson: {}", one_line(&e));
-            error_exit
+            let line = one_line(&e);
+            if refused_argument(&e) {
+                return refuse(&matches, &line);
+            }
+            eprintln!("ferrisson: {line}");
+            if e.chain()
+                .any(<dyn std::error::Error>::is::<inspect::NotFound>)
+            {
+                ExitCode::from(EXIT_NOT_FOUND)
+            } else {
+                ExitCode::from(EXIT_ERROR)
+            }
         }
+    }
+}
+
+impl Command {
+    /// Refuses what no run could use, before anything connects.
+    fn check(&self) -> Result<(), Refused> {
+        match self {
+            Self::Lock(args) => args.check(),
+            Self::Elect(args) => args.check(),
+            Self::Id(args) => args.check(),
+            Self::Ls(args) => args.check(),
+            Self::Inspect(args) => args.check(),
+            Self::Unlock(args) => args.check(),
+            Self::Top(args) => args.check(),
+            #[cfg(feature = "chaos")]
+            Self::Chaos(args) => args.check(),
+            #[cfg(not(feature = "chaos"))]
+            Self::Chaos { .. } => Err(Refused::because(
+                "this ferrisson was built without the fault suite; build it with \
+                 `cargo install --path crates/ferrisson-cli --features chaos`",
+            )),
+            Self::GroupWatcher => Ok(()),
+        }
+    }
+}
+
+/// Whether `error` is an argument refused late: by the library, which checks the URL,
+/// the TLS settings and every value it is given before it sends anything (so still
+/// before anything connected).
+fn refused_argument(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.is::<Refused>()
+            || matches!(
+                cause.downcast_ref::<ferrisson::Error>(),
+                Some(ferrisson::Error::InvalidArgument(_))
+            )
+    })
+}
+
+/// Prints `message` as clap prints the arguments it refuses (with the usage of the
+/// subcommand `matches` ran) and returns [`EXIT_REFUSED`].
+fn refuse(matches: &ArgMatches, message: &str) -> ExitCode {
+    let mut path = Vec::new();
+    let mut current = matches;
+    while let Some((name, sub)) = current.subcommand() {
+        path.push(name.to_owned());
+        current = sub;
+    }
+    let mut cli = Cli::command();
+    // Gives every subcommand its full name for the usage line (`ferrisson id next`).
+    cli.build();
+    let _ = subcommand(cli, &path)
+        .error(clap::error::ErrorKind::ValueValidation, message)
+        .print();
+    ExitCode::from(EXIT_REFUSED)
+}
+
+/// The subcommand at `path` under `command` (as deep as it is found).
+fn subcommand(command: clap::Command, path: &[String]) -> clap::Command {
+    match path.split_first() {
+        Some((name, rest)) => match command.find_subcommand(name) {
+            Some(sub) => subcommand(sub.clone(), rest),
+            None => command,
+        },
+        None => command,
     }
 }
 
@@ -92,31 +175,28 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Top(args) => block_on(top::run(args)),
         #[cfg(feature = "chaos")]
         Command::Chaos(args) => block_on(chaos::run(args)),
+        // Refused by `Command::check`.
         #[cfg(not(feature = "chaos"))]
-        Command::Chaos { .. } => Err(anyhow::anyhow!(
-            "this ferrisson was built without the fault suite; build it with \
-             `cargo install --path crates/ferrisson-cli --features chaos`"
-        )),
+        Command::Chaos { .. } => Ok(ExitCode::from(EXIT_REFUSED)),
     }
 }
 
 /// Runs `task` on a tokio runtime. The task itself runs on this (the main) thread, which
 /// `lock` relies on: its command's parent-death signal fires when the thread that
 /// started the command ends.
+///
+/// The runtime is then shut down without waiting for its blocking threads: a host name
+/// still being resolved for a connect that `--wait` gave up on must not hold the exit.
 fn block_on(
     task: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
 ) -> anyhow::Result<ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?
-        .block_on(task)
-}
-
-/// Colour in log lines only for a person at a terminal who did not set `NO_COLOR`
-/// (no-color.org: set and not empty), never in redirected output or log files.
-fn colour_on_stderr() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    let result = runtime.block_on(task);
+    runtime.shutdown_background();
+    result
 }
 
 /// The error and its causes on one line, skipping a cause its parent already printed.

@@ -9,7 +9,9 @@ use ferrisson::redis::Client;
 use ferrisson::redis::inspect::{Entry, PrimitiveKind};
 use serde_json::json;
 
+use crate::arguments::{Refused, check_pattern};
 use crate::listing::{ScopeArgs, entry_json, rfc3339, table, waiters};
+use crate::terminal::{quoted, sanitized};
 
 /// Clears a terminal and moves the cursor to its top left.
 const CLEAR: &str = "\x1b[H\x1b[2J";
@@ -24,7 +26,7 @@ const CLEAR: &str = "\x1b[H\x1b[2J";
 /// columns under a line of totals. On a terminal each refresh redraws the screen;
 /// otherwise the frames follow one another, separated by a blank line. Ends on Ctrl-C,
 /// or after one frame with --once. A refresh that fails (Redis unreachable) shows the
-/// error and the next one tries again; with --once the error ends it (exit 1).
+/// error and the next one tries again; with --once the error ends it (exit 125).
 ///
 /// With --json, one JSON document per refresh, on one line:
 /// {"time": RFC 3339, "namespace": ..., "pattern": ..., "total": primitives found,
@@ -61,6 +63,14 @@ fn interval(text: &str) -> Result<Duration, String> {
     Ok(interval)
 }
 
+impl Args {
+    /// Refuses what no run could use, before anything connects.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_pattern("[PATTERN]", &self.pattern)?;
+        self.scope.check()
+    }
+}
+
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.scope.connect().await?;
     let redraw = !args.scope.json && std::io::stdout().is_terminal();
@@ -69,7 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let frame = match frame(&client, &args).await {
             Ok(frame) => frame,
             Err(e) if args.once => return Err(e),
-            Err(e) => format!("ferrisson top: {e}\n"),
+            Err(e) => format!("ferrisson top: {}\n", sanitized(&format!("{e:#}"))),
         };
         let mut out = std::io::stdout().lock();
         if redraw {
@@ -126,10 +136,10 @@ async fn frame(client: &Client, args: &Args) -> anyhow::Result<String> {
         return Ok(format!("{document}\n"));
     }
     let mut text = format!(
-        "ferrisson top  {now}  every {}  namespace {:?}  pattern {:?}\n{total} primitives, {held} held, {waiting} with waiters",
+        "ferrisson top  {now}  every {}  namespace {}  pattern {}\n{total} primitives, {held} held, {waiting} with waiters",
         humantime::format_duration(args.interval),
-        args.scope.namespace,
-        args.pattern,
+        quoted(&args.scope.namespace),
+        quoted(&args.pattern),
     );
     if total > entries.len() {
         let _ = write!(text, ", {} more not shown", total - entries.len());

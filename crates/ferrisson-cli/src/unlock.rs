@@ -7,8 +7,10 @@ use ferrisson::redis::Client;
 use ferrisson::redis::inspect::{Entry, PrimitiveKind};
 use serde_json::json;
 
-use crate::inspect::{details, find};
+use crate::arguments::{Refused, check_name};
+use crate::inspect::{NotFound, details, find};
 use crate::listing::{ScopeArgs, entry_json};
+use crate::terminal::quoted;
 
 /// Remove the lock NAME whoever holds it, and wake its waiters.
 ///
@@ -21,11 +23,14 @@ use crate::listing::{ScopeArgs, entry_json};
 /// until then, which is what fencing tokens are for.
 ///
 /// Shows what it is about to remove and asks for confirmation on the terminal; --yes
-/// skips the question. Without --yes and without a terminal on standard input it refuses.
+/// skips the question. Without --yes and without a terminal on standard input it refuses
+/// to start (exit 2).
 /// Then says what it removed (with --json, one JSON document:
 /// {"removed": true|false, "entry": <the entry as `ferrisson ls --json` prints it>}).
 ///
-/// Exits 1 when there is no lock called NAME, or it was not removed.
+/// Exits 1 when there is no lock called NAME, or it was not removed; 125 when Redis
+/// cannot be reached (or ferrisson fails otherwise); 2 when an argument is refused
+/// (before connecting).
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -44,6 +49,21 @@ pub struct Args {
     name: String,
 }
 
+impl Args {
+    /// Refuses what no run could use, before anything connects: there must be a way to
+    /// confirm, --yes or a terminal to ask on.
+    pub fn check(&self) -> Result<(), Refused> {
+        check_name("<NAME>", &self.name)?;
+        if !self.yes && !std::io::stdin().is_terminal() {
+            return Err(Refused::because(
+                "refusing to remove a lock without --yes: standard input is not a terminal \
+                 to confirm on",
+            ));
+        }
+        self.scope.check()
+    }
+}
+
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _ = args.force;
     let client = args.scope.connect().await?;
@@ -57,11 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     .await?;
     // One name has one main key, so at most one lock kind is ever found.
     let Some(entry) = entries.into_iter().next() else {
-        anyhow::bail!("no lock called {:?}", args.name);
+        return Err(NotFound(format!("no lock called {}", quoted(&args.name))).into());
     };
     if !args.yes && !confirmed(&entry)? {
         eprintln!("ferrisson: not removed");
-        return Ok(ExitCode::FAILURE);
+        return Ok(ExitCode::from(crate::EXIT_NOT_FOUND));
     }
     let removed = force(&client, &entry).await?;
     if args.scope.json {
@@ -71,30 +91,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     } else if removed {
         println!(
-            "removed {} {:?}{}",
+            "removed {} {}{}",
             entry.kind,
-            entry.name,
+            quoted(&entry.name),
             what_was_held(&entry)
         );
     } else {
         println!(
-            "{} {:?} was released before it could be removed; nothing removed",
-            entry.kind, entry.name
+            "{} {} was released before it could be removed; nothing removed",
+            entry.kind,
+            quoted(&entry.name)
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Asks on the terminal; refuses when standard input is not one.
+/// Asks on the terminal (standard input is one: [`Args::check`] refused to start
+/// otherwise).
 fn confirmed(entry: &Entry) -> anyhow::Result<bool> {
     let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        anyhow::bail!(
-            "refusing to remove {} {:?} without --yes: standard input is not a terminal to confirm on",
-            entry.kind,
-            entry.name
-        );
-    }
     let mut stderr = std::io::stderr().lock();
     write!(stderr, "{}Remove it? [y/N] ", details(entry))?;
     stderr.flush()?;
@@ -112,7 +127,10 @@ async fn force(client: &Client, entry: &Entry) -> anyhow::Result<bool> {
         PrimitiveKind::RwLock => client.rwlock(name)?.force_unlock().await?,
         PrimitiveKind::SimpleLock => client.simple_lock(name)?.force_unlock().await?,
         PrimitiveKind::Election => client.election(name)?.force_resign().await?.is_some(),
-        other => anyhow::bail!("{name:?} is a {other}, which has no holder to remove"),
+        other => anyhow::bail!(
+            "{} is a {other}, which has no holder to remove",
+            quoted(name)
+        ),
     })
 }
 
@@ -132,6 +150,10 @@ fn what_was_held(entry: &Entry) -> String {
     if let Some(ttl) = snapshot.ttl() {
         facts.push(format!("{} left", crate::listing::short_duration(ttl)));
     }
+    let holders: Vec<String> = holders
+        .iter()
+        .map(|h| crate::terminal::escaped(h))
+        .collect();
     format!(
         ", held by {} ({}); its waiters were woken",
         holders.join(", "),

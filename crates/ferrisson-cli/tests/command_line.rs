@@ -136,9 +136,16 @@ fn help_describes_what_exists() -> anyhow::Result<()> {
 #[test]
 fn chaos_says_how_to_get_it_when_left_out() -> anyhow::Result<()> {
     let (code, _, stderr) = outcome(&mut ferrisson(&["chaos", "all"]))?;
-    assert_eq!(code, Some(1));
-    assert!(stderr.contains("--features chaos"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(
+        code,
+        Some(2),
+        "refused as an argument this build does not take"
+    );
+    assert!(
+        stderr.starts_with("error: this ferrisson was built without the fault suite")
+            && stderr.contains("--features chaos"),
+        "{stderr}"
+    );
     Ok(())
 }
 

@@ -180,7 +180,10 @@ fn lost_leadership_stops_the_command_then_exits_74_or_campaigns_again() -> anyho
 
 #[test]
 fn wait_runs_out_with_75_and_nothing_run() -> anyhow::Result<()> {
-    support::wait_runs_out_with_75("elect", "not elected")
+    support::wait_runs_out_with_75(
+        "elect",
+        "timed out after 200ms waiting to be elected leader of \"busy\"",
+    )
 }
 
 /// How many clients wait on the election's candidates channel.

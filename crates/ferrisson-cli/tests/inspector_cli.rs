@@ -338,7 +338,7 @@ async fn unlock_force_yes_frees_a_held_lock_and_the_waiter_gets_it() -> anyhow::
 
     // Without --yes and without a terminal to ask on: refused, nothing removed.
     let (code, stdout, stderr) = outcome(&mut inspector("unlock", &url, &["--force", "stuck"]))?;
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(2), "a refused argument");
     assert!(stdout.is_empty());
     assert!(stderr.contains("without --yes"), "{stderr}");
     assert!(client.lock("stuck")?.is_locked().await?);
@@ -553,5 +553,65 @@ async fn unlock_force_asks_on_a_terminal() -> anyhow::Result<()> {
         guard.unlock().await,
         Err(ferrisson::redis::Error::LeaseExpired { .. })
     ));
+    Ok(())
+}
+
+/// A name is text anyone with access to Redis chose: `ls` and `top` show one with escape
+/// codes and a line break escaped (as `inspect` does), so it can neither clear the screen
+/// nor forge a row, and pad by the columns a name takes, so that rows with wide
+/// characters line up.
+#[tokio::test(flavor = "multi_thread")]
+async fn ls_and_top_escape_names_and_line_up_wide_ones() -> anyhow::Result<()> {
+    use unicode_width::UnicodeWidthStr as _;
+
+    let server = RedisServer::start()?;
+    let url = server.url();
+    let client = Client::connect(&url).await?;
+    let hostile = "evil\u{1b}[2J\nforged  lock  x  1  1s  1  0  held";
+    let names = [hostile, "注文:42", "🔒vault", "orders:42"];
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(client.lock(name)?.lock().await?);
+    }
+    let shown = r"evil\u{1b}[2J\nforged  lock  x  1  1s  1  0  held";
+
+    let listing = stdout_of("ls", &url, &[])?;
+    let frame = stdout_of("top", &url, &["--once"])?;
+    for (what, table) in [("ls", listing.as_str()), ("top", frame.as_str())] {
+        assert!(!table.contains('\u{1b}'), "{what}: {table:?}");
+        let rows: Vec<&str> = table
+            .lines()
+            .skip_while(|line| !line.starts_with("NAME"))
+            .collect();
+        assert_eq!(
+            rows.len(),
+            1 + names.len(),
+            "{what}: one row per name:\n{table}"
+        );
+        assert!(
+            rows.iter().any(|row| row.starts_with(shown)),
+            "{what}: the name escaped:\n{table}"
+        );
+        // Every row's KIND column starts where the header's does, counted in terminal
+        // columns.
+        let kind_column = |row: &str| -> anyhow::Result<usize> {
+            let name = std::iter::once("NAME")
+                .chain([shown, "注文:42", "🔒vault", "orders:42"])
+                .find(|name| row.starts_with(name))
+                .ok_or_else(|| anyhow::anyhow!("{what}: no known name starts {row:?}"))?;
+            let rest = &row[name.len()..];
+            let kind = name.len() + (rest.len() - rest.trim_start().len());
+            anyhow::ensure!(
+                ["KIND", "lock"].iter().any(|k| row[kind..].starts_with(k)),
+                "{what}: no kind after the name in {row:?}"
+            );
+            Ok(row[..kind].width())
+        };
+        let header = kind_column(rows[0])?;
+        for row in &rows[1..] {
+            assert_eq!(kind_column(row)?, header, "{what}: {row:?} in\n{table}");
+        }
+    }
+    drop(guards);
     Ok(())
 }

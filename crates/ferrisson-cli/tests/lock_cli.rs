@@ -99,7 +99,7 @@ fn hold(server: &RedisServer, name: &str, ready: &Fifo) -> anyhow::Result<std::p
 
 #[test]
 fn wait_timeout_exits_75_without_running() -> anyhow::Result<()> {
-    support::wait_runs_out_with_75("lock", "timed out")
+    support::wait_runs_out_with_75("lock", "timed out after 200ms waiting for lock \"busy\"")
 }
 
 #[test]
@@ -142,8 +142,8 @@ fn lost_lock_terminates_the_command_with_the_chosen_status() -> anyhow::Result<(
 }
 
 /// The command's own 74 and 75 pass through unchanged; ferrisson's "wait ran out" takes
-/// the status chosen with -E; its own failures are 125, and a command it could not start
-/// 126 or 127, as with `env` and `timeout`.
+/// the status chosen with -E; a command it could not start 126 or 127, as with `env` and
+/// `timeout`; a refused argument 2 (its own failures, 125: tests/exit_statuses.rs).
 #[test]
 fn exit_statuses_tell_ferrisson_from_the_command() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
@@ -213,7 +213,7 @@ fn exit_statuses_tell_ferrisson_from_the_command() -> anyhow::Result<()> {
         &server,
         &["--lease", "0s", "codes", "--", "true"],
     ))?;
-    assert_eq!(refused.status.code(), Some(125), "ferrisson's own failure");
+    assert_eq!(refused.status.code(), Some(2), "a refused argument");
     let usage = run(ferrisson(
         &server,
         &["--lost-exit-code", "256", "codes", "--", "true"],

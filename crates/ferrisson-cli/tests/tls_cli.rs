@@ -131,9 +131,9 @@ fn a_client_certificate_from_cert_and_key() -> anyhow::Result<()> {
         "--",
         "true",
     ])?;
-    assert_eq!(code, Some(125));
+    assert_eq!(code, Some(2), "a refused argument: {stderr}");
     assert!(
-        stderr.contains("cannot read --cacert /no/such/ca.pem"),
+        stderr.contains("invalid value \"/no/such/ca.pem\" for '--cacert': cannot read the file"),
         "{stderr}"
     );
     Ok(())

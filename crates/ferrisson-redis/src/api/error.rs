@@ -208,12 +208,14 @@ pub(crate) fn is_unacknowledged(e: &Error) -> bool {
 }
 
 /// The reason in a redis-rs error as a person reads it: a server's error as the server
-/// wrote it (`"ERR user_script:13: ..."`, `"OOM command not allowed ..."`), anything else
-/// without redis-rs's kind name (`"Invalid database number - InvalidClientConfig"` reads
-/// `"invalid database number"`).
+/// wrote it (`"ERR user_script:13: ..."`, `"OOM command not allowed ..."`), but a refused
+/// login or permission as a sentence naming the fix (`NOAUTH`, `WRONGPASS`, `NOPERM`),
+/// anything else without redis-rs's kind name (`"Invalid database number -
+/// InvalidClientConfig"` reads `"invalid database number"`).
 pub(crate) fn redis_reason(e: &redis::RedisError) -> String {
     if let (Some(code), Some(detail)) = (e.code(), e.detail()) {
-        return format!("{code} {detail}");
+        return crate::backend::access::explain(code, detail)
+            .unwrap_or_else(|| format!("{code} {detail}"));
     }
     let text = e.to_string();
     let kind = format!("{:?}", e.kind());

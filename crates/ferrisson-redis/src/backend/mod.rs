@@ -1,6 +1,7 @@
 //! The Redis backend's machinery: the client and its connection, the scripts, the shared
 //! subscription, the watchdog and the record of held locks.
 
+pub(crate) mod access;
 pub(crate) mod acks;
 pub(crate) mod client;
 pub(crate) mod commands;

@@ -187,14 +187,21 @@ async fn name_who_refused(
     cause: &redis::RedisError,
 ) -> redis::RedisError {
     let reason = crate::api::error::redis_reason(cause);
-    let (who, whose) = match sentinel.probe_sentinels().await {
+    let (who, whose, reason) = match sentinel.probe_sentinels().await {
         Err(e) if is_login_refused(&e) => (
             "the sentinels refused the login",
             "their credentials are ClientBuilder::sentinel_credentials",
+            // The server's own words: the fix the plain sentence names (the url) is not
+            // theirs.
+            match (cause.code(), cause.detail()) {
+                (Some(code), Some(detail)) => format!("{code} {detail}"),
+                _ => reason,
+            },
         ),
         Ok(()) => (
             "the master refused the login",
             "its credentials are the url's",
+            reason,
         ),
         // Unknown: the cause as it was.
         Err(_) => return redis::RedisError::from((cause.kind(), "login refused", reason)),

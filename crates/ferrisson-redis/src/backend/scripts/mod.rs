@@ -27,8 +27,8 @@ use std::sync::LazyLock;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ParsingError, RedisWrite as _, ToRedisArgs, Value};
 
-use crate::api::error::RedisResultExt as _;
 use crate::api::error::Result;
+use crate::api::error::{RedisResultExt as _, command_error};
 
 pub(crate) mod election;
 pub(crate) mod fair;
@@ -446,13 +446,22 @@ scripts! {
 }
 
 /// Loads every script into the server's script cache (one pipeline).
+///
+/// A server that refuses one load refuses them all for the same reason (an ACL without
+/// `SCRIPT LOAD`, an old server): the first refusal is the error, reported once rather
+/// than once per script.
 pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
     let mut pipe = redis::pipe();
+    pipe.ignore_errors();
     for source in SOURCES {
         pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
     }
-    let _: Vec<String> = pipe.query_async(conn).await.or_command_error()?;
-    Ok(())
+    let loaded: Vec<redis::RedisResult<String>> =
+        pipe.query_async(conn).await.or_command_error()?;
+    match loaded.into_iter().find_map(Result::err) {
+        Some(refused) => Err(command_error(refused)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
