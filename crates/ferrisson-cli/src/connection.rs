@@ -1,9 +1,10 @@
-//! How the subcommands that talk to Redis are told where it is (one `--url` flag, then
-//! the environment) and how to check its TLS certificate.
+//! How the subcommands are told where the store is (one `--url` flag, then the
+//! environment) and, for Redis, how to check its TLS certificate.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use ferrisson::StoreKind;
 use ferrisson::redis::{Client, ClientBuilder, TlsConfig};
 
 use crate::arguments::Refused;
@@ -15,9 +16,8 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// (and not empty) wins. `FERRISSON_REDIS_URL` is the older name of `FERRISSON_URL`.
 const URL_VARIABLES: [&str; 3] = ["FERRISSON_URL", "FERRISSON_REDIS_URL", "REDIS_URL"];
 
-/// The URL schemes the command connects with (the library's), and whether each asks for
-/// TLS.
-const SCHEMES: [(&str, bool); 11] = [
+/// The Redis URL schemes (the library's), and whether each asks for TLS.
+const REDIS_SCHEMES: [(&str, bool); 11] = [
     ("redis", false),
     ("rediss", true),
     ("valkey", false),
@@ -31,11 +31,11 @@ const SCHEMES: [(&str, bool); 11] = [
     ("rediss+cluster", true),
 ];
 
-/// The connection flags of `lock`, `id next` and `id count`. The TLS flags carry
-/// redis-cli's names.
+/// The connection flags of every subcommand that connects. The TLS flags (Redis only)
+/// carry redis-cli's names.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
-    /// Redis URL, e.g. redis://[USER:PASSWORD@]HOST:PORT[/DB], or rediss:// for TLS [default: $FERRISSON_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
+    /// The store's URL: redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS, redis+sentinel://, redis+cluster://), or another store's URL for lock and elect [default: $FERRISSON_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
     #[arg(long, visible_alias = "redis", value_name = "URL")]
     url: Option<String>,
 
@@ -57,12 +57,13 @@ pub struct ConnectionArgs {
 }
 
 impl ConnectionArgs {
-    /// Refuses a URL no store could be reached at (empty, no `scheme://`, a scheme the
-    /// command does not know), TLS flags with a URL that asks for no TLS, and TLS files
-    /// that cannot be read. What only the store's own parser sees (a port out of range,
-    /// a certificate that does not parse) it refuses before connecting too.
+    /// Refuses a URL no store could be reached at (empty, no `scheme://`, a scheme no
+    /// store uses, a store this build does not have), TLS flags with a URL that asks for
+    /// no TLS or is not Redis's, and TLS files that cannot be read. What only the store's
+    /// own parser sees (a port out of range, a certificate that does not parse) it
+    /// refuses before connecting too.
     pub fn check(&self) -> Result<(), Refused> {
-        let (url, source) = resolve_url(self.url.clone(), |name| std::env::var(name).ok());
+        let (url, source) = self.url();
         if url.is_empty() {
             return Err(Refused::new(
                 &source,
@@ -76,20 +77,35 @@ impl ConnectionArgs {
                 "not a URL (no scheme://); give one like redis://HOST:PORT",
             ));
         };
-        let Some(&(_, tls)) = SCHEMES.iter().find(|(known, _)| *known == scheme) else {
-            return Err(Refused::new(
+        let kind = StoreKind::of_url(&url).map_err(|_| {
+            Refused::new(
                 &source,
                 format!(
                     "unknown scheme {}; use redis:// (rediss:// for TLS), unix://, \
-                     redis+sentinel:// or redis+cluster://",
+                     redis+sentinel://, redis+cluster://, postgres://, mysql://, zk://, \
+                     etcd:// or memory://",
                     crate::terminal::quoted(scheme),
                 ),
-            ));
-        };
+            )
+        })?;
+        if !kind.is_compiled() {
+            let why = match kind.feature() {
+                Some(feature) if kind.is_available() => format!(
+                    "{scheme}:// URLs need a ferrisson built with the {feature} feature \
+                     (cargo install ferrisson-cli --features {feature})"
+                ),
+                _ => format!("this version of ferrisson has no {} store yet", kind.name()),
+            };
+            return Err(Refused::new(&source, why));
+        }
+        let tls = REDIS_SCHEMES
+            .iter()
+            .find(|(known, _)| *known == scheme)
+            .is_some_and(|&(_, tls)| tls);
         if !tls && let Some(flag) = self.tls_flag() {
             return Err(Refused::because(format!(
-                "{flag} needs a TLS URL (rediss://, rediss+sentinel:// or rediss+cluster://), \
-                 and the URL ({source}) is {scheme}://"
+                "{flag} needs a Redis TLS URL (rediss://, rediss+sentinel:// or \
+                 rediss+cluster://), and the URL ({source}) is {scheme}://"
             )));
         }
         for (flag, path) in [
@@ -110,6 +126,29 @@ impl ConnectionArgs {
         Ok(())
     }
 
+    /// Refuses, for a subcommand that only Redis serves (`what` says what it does), a URL
+    /// of another store.
+    pub fn check_redis_only(&self, what: &str) -> Result<(), Refused> {
+        self.check()?;
+        let (url, source) = self.url();
+        match StoreKind::of_url(&url) {
+            Ok(StoreKind::Redis) | Err(_) => Ok(()),
+            Ok(other) => Err(Refused::new(
+                &source,
+                format!(
+                    "{} cannot {what}: only Redis keeps a listing of what is held \
+                     (lock and elect work on every store)",
+                    other.name()
+                ),
+            )),
+        }
+    }
+
+    /// The URL the flag or the environment names, and where it came from.
+    fn url(&self) -> (String, String) {
+        resolve_url(self.url.clone(), |name| std::env::var(name).ok())
+    }
+
     /// The first TLS flag given, if any.
     fn tls_flag(&self) -> Option<&'static str> {
         [
@@ -122,13 +161,24 @@ impl ConnectionArgs {
         .find_map(|(flag, given)| given.then_some(flag))
     }
 
-    /// A client builder for the URL these flags (or the environment) name, with the TLS
-    /// settings they give.
+    /// A Redis client builder for the URL these flags (or the environment) name, with
+    /// the TLS settings they give (for the subcommands only Redis serves).
     pub fn builder(&self) -> anyhow::Result<ClientBuilder> {
-        let (url, _) = resolve_url(self.url.clone(), |name| std::env::var(name).ok());
+        let (url, _) = self.url();
         let builder = Client::builder(&url);
         Ok(match self.tls()? {
             Some(tls) => builder.tls(tls),
+            None => builder,
+        })
+    }
+
+    /// A builder of a client of whichever store the URL names, with the TLS settings the
+    /// flags give when it is Redis.
+    pub fn any_builder(&self) -> anyhow::Result<ferrisson::ClientBuilder> {
+        let (url, _) = self.url();
+        let builder = ferrisson::Client::builder(&url);
+        Ok(match self.tls()? {
+            Some(tls) => builder.redis(move |redis| redis.tls(tls)),
             None => builder,
         })
     }
@@ -222,7 +272,7 @@ mod tests {
     /// refuses.
     #[tokio::test]
     async fn the_schemes_are_the_librarys() {
-        for (scheme, _) in SCHEMES {
+        for (scheme, _) in REDIS_SCHEMES {
             let url = match scheme {
                 "unix" | "redis+unix" | "valkey+unix" => format!("{scheme}:///nonexistent.sock"),
                 "redis+sentinel" | "rediss+sentinel" => format!("{scheme}://127.0.0.1:1/master"),

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ferrisson::redis::{Election, Leadership};
+use ferrisson::{AnyElection, AnyLeadership, DistributedElection, Fenced, Guard};
 
 use crate::arguments::{Refused, check_candidate_id, check_name};
 use crate::held_command::{Ended, HeldCommand, HoldArgs, Taken, release_lost};
@@ -125,13 +125,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => {
                 // Nothing ran (the watcher could not start): step down now rather than
                 // leave the next leader waiting for the lease.
-                release_lost(leadership.resign()).await;
+                release_lost(leadership.unlock()).await;
                 return Err(e.context(format!("cannot run the command as leader of {name}")));
             }
         };
         let code = match ended {
             Ended::Lost if args.recampaign => {
-                release_lost(leadership.resign()).await;
+                release_lost(leadership.unlock()).await;
                 eprintln!("ferrisson: campaigning again for {name}");
                 let again = args
                     .hold
@@ -149,12 +149,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
             Ended::Lost => {
-                release_lost(leadership.resign()).await;
+                release_lost(leadership.unlock()).await;
                 return Ok(ExitCode::from(args.hold.lost_exit_code));
             }
             Ended::Exited(code) | Ended::NotStarted(code) => code,
         };
-        if let Err(e) = leadership.resign().await {
+        if let Err(e) = leadership.unlock().await {
             eprintln!("ferrisson: stepping down from leadership of {name}: {e}");
         }
         return Ok(ExitCode::from(code));
@@ -162,9 +162,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn campaign(
-    election: &Election,
+    election: &AnyElection,
     wait: Option<Duration>,
-) -> ferrisson::redis::Result<Option<Leadership>> {
+) -> ferrisson::Result<Option<AnyLeadership>> {
     match wait {
         Some(wait) => election.campaign_timeout(wait).await,
         None => election.campaign().await.map(Some),

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::redis::{Client, Guard};
+use ferrisson::{Client, Guard};
 use nix::sys::signal::{Signal, killpg};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
@@ -32,7 +32,7 @@ const EXIT_CANNOT_RUN: u8 = 126;
 /// Exit status when COMMAND was not found (as shells use it).
 const EXIT_NOT_FOUND: u8 = 127;
 
-/// The flags `lock` and `elect` share: where Redis is, how long to wait, the lease, how
+/// The flags `lock` and `elect` share: where the store is, how long to wait, the lease, how
 /// to stop COMMAND, and the exit statuses of ferrisson's own outcomes.
 #[derive(Debug, clap::Args)]
 pub struct HoldArgs {
@@ -72,11 +72,12 @@ impl HoldArgs {
         check_lease(self.lease)
     }
 
-    /// A client with these connection flags, namespace and watchdog lease.
+    /// A client of the store the URL names, with these connection flags, namespace and
+    /// watchdog lease.
     async fn connect(&self) -> anyhow::Result<Client> {
         Ok(self
             .connection
-            .builder()?
+            .any_builder()?
             .namespace(self.namespace.clone())
             .watchdog_lease(self.lease)
             .connect()

@@ -86,7 +86,8 @@ impl Args {
             } => {
                 check_id_prefix(prefix)?;
                 check_namespace(namespace)?;
-                connection.check()
+                connection
+                    .check_redis_only("make ids: the id generator keeps its counters in Redis")
             }
             IdCommand::Decode { .. } => Ok(()),
         }

@@ -34,7 +34,8 @@ pub struct ScopeArgs {
 impl ScopeArgs {
     /// Refuses what no connect could use.
     pub fn check(&self) -> Result<(), Refused> {
-        self.connection.check()?;
+        self.connection
+            .check_redis_only("list, inspect or force-release what it holds")?;
         check_namespace(&self.namespace)
     }
 

@@ -3,6 +3,8 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use ferrisson::{DistributedLock, Guard};
+
 use crate::arguments::{Refused, check_name};
 use crate::held_command::{Ended, HeldCommand, HoldArgs, Taken, release_lost};
 use crate::terminal::quoted;
@@ -86,12 +88,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(args.hold.conflict_exit_code));
         }
     };
+    let mut env = vec![("FERRISSON_LOCK_NAME", args.name.clone())];
+    // A store without fencing tokens (a database session lock) sets none.
+    if let Some(token) = guard.fencing_token() {
+        env.push(("FERRISSON_FENCING_TOKEN", token.to_string()));
+    }
     let command = HeldCommand {
         command: &args.command,
-        env: vec![
-            ("FERRISSON_LOCK_NAME", args.name.clone()),
-            ("FERRISSON_FENCING_TOKEN", guard.fencing_token().to_string()),
-        ],
+        env,
         grace: args.hold.grace,
         what: what.clone(),
     };

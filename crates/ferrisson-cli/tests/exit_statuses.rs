@@ -120,6 +120,21 @@ const REFUSED: &[Case] = &[
         &["lock", "--url", "", "x", "--", "true"],
         "the URL is empty",
     ),
+    // A store this build was compiled without: refused before connecting, naming it.
+    case(
+        &["lock", "--url", "zk://127.0.0.1:2181", "x", "--", "true"],
+        "zookeeper",
+    ),
+    case(
+        &["elect", "--url", "etcd://127.0.0.1:2379", "x", "--", "true"],
+        "etcd",
+    ),
+    // A store that keeps no listing: ls and friends say so.
+    case(&["ls", "--url", "memory://x"], "memory cannot list"),
+    case(
+        &["id", "next", "--url", "memory://x", "order"],
+        "memory cannot make ids",
+    ),
     case(
         &["lock", "--url", "localhost", "x", "--", "true"],
         "no scheme://",
@@ -137,7 +152,7 @@ const REFUSED: &[Case] = &[
     ),
     case(
         &["lock", "--url", "URL", "--insecure", "x", "--", "true"],
-        "--insecure needs a TLS URL",
+        "--insecure needs a Redis TLS URL",
     ),
     case(
         &[

@@ -57,19 +57,13 @@ pub enum Client {
 /// # });
 /// ```
 pub async fn connect(url: &str) -> Result<Client> {
-    let kind = StoreKind::of_url(url)?;
-    match kind {
-        StoreKind::Memory => Ok(Client::Memory(memory_store(url)?)),
-        #[cfg(feature = "redis")]
-        StoreKind::Redis => Ok(Client::Redis(ferrisson_redis::Client::connect(url).await?)),
-        other => Err(other.not_compiled(url)),
-    }
+    Client::builder(url).connect().await
 }
 
 /// The process-wide memory stores, by the name in their `memory://NAME` URL.
 static MEMORY_STORES: LazyLock<Mutex<HashMap<String, MemoryStore>>> = LazyLock::new(Mutex::default);
 
-fn memory_store(url: &str) -> Result<MemoryStore> {
+pub(crate) fn memory_store(url: &str) -> Result<MemoryStore> {
     let name = url
         .split_once("://")
         .map_or("", |(_, rest)| rest)

@@ -67,6 +67,33 @@ impl AnyElection {
     }
 }
 
+impl AnyElection {
+    /// The same election with `id` as this candidate's id, reported to observers of the
+    /// leader where the store keeps one (Redis); a store that keeps none (the in-process
+    /// store) leaves it to the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an id the store
+    /// refuses (empty, too long).
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// let election = client.election("a")?.with_candidate_id("host-1:4242")?;
+    /// # let _ = election; Ok::<(), ferrisson::Error>(())
+    /// ```
+    pub fn with_candidate_id(self, id: impl Into<String>) -> Result<Self> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(election) => Self::Redis(election.with_candidate_id(id)?),
+            Self::Memory(election) => {
+                let _ = id.into();
+                Self::Memory(election)
+            }
+        })
+    }
+}
+
 impl DistributedElection for AnyElection {
     type Leadership = AnyLeadership;
 

@@ -38,11 +38,13 @@
 
 #![warn(clippy::missing_errors_doc)]
 
+mod builder;
 mod client;
 mod election;
 mod lock;
 mod stores;
 
+pub use crate::builder::ClientBuilder;
 pub use crate::client::{Client, connect};
 pub use crate::election::{AnyElection, AnyLeadership};
 pub use crate::lock::{AnyGuard, AnyLock};

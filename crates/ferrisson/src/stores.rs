@@ -6,8 +6,9 @@ use ferrisson_core::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StoreKind {
-    /// Redis: one server, a Sentinel group or a Cluster (`redis://`, `rediss://`,
-    /// `redis+sentinel://`, `redis+cluster://`, and their TLS forms).
+    /// Redis (or Valkey): one server, a Sentinel group or a Cluster (`redis://`,
+    /// `rediss://`, `redis+sentinel://`, `redis+cluster://`, their TLS forms, `unix://`
+    /// and `valkey://`).
     Redis,
     /// The in-process reference store (`memory://NAME`).
     Memory,
@@ -55,7 +56,9 @@ impl StoreKind {
         };
         Ok(match scheme.to_ascii_lowercase().as_str() {
             "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" | "redis+cluster"
-            | "rediss+cluster" | "redis+unix" | "unix" => Self::Redis,
+            | "rediss+cluster" | "redis+unix" | "unix" | "valkey" | "valkeys" | "valkey+unix" => {
+                Self::Redis
+            }
             "memory" => Self::Memory,
             "postgres" | "postgresql" => Self::Postgres,
             "mysql" | "mariadb" => Self::MySql,
