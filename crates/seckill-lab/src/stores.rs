@@ -1,0 +1,353 @@
+//! The trade-off between stores, measured: a few seconds per lock against the servers
+//! the lab already started (the Redis lock and the fair lock on the lab's Redis, Redlock
+//! over its three servers): how long one uncontended lock + unlock takes, how long a
+//! hand-off from one client to a waiting one takes, and how many lock + unlock pairs
+//! per second 64 tasks get on 64 locks at once.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ferrisson::{Client, DistributedLock, FairLock, Guard as _, Redlock, RedlockGuard};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Tasks (each on its own lock) of the throughput measurement.
+pub const THROUGHPUT_TASKS: usize = 64;
+/// How long a holder keeps the lock before it hands it off: long enough that the other
+/// client's request is refused and waiting when the release starts.
+pub const HANDOFF_HOLD: Duration = Duration::from_millis(2);
+/// At most this many samples per latency measurement.
+const MAX_SAMPLES: usize = 5000;
+/// A waiter that has not got a lock in this long counts as an error of the measurement.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The stores the lab knows of, in the order the page lists them; those a run measured
+/// have a [`StoreRow`].
+pub const KNOWN_STORES: [(&str, &str); 7] = [
+    ("redis-lock", "Redis lock"),
+    ("fair-lock", "Redis fair lock"),
+    ("redlock", "Redlock"),
+    ("postgres", "PostgreSQL"),
+    ("mariadb", "MariaDB"),
+    ("zookeeper", "ZooKeeper"),
+    ("etcd", "etcd"),
+];
+
+/// Latency percentiles of one measurement, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Samples taken.
+    pub samples: usize,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+}
+
+impl Latency {
+    /// The percentiles of `samples` (none: `None`).
+    pub fn of(mut samples: Vec<Duration>) -> Option<Self> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let i = ((samples.len() - 1) as f64 * q).round() as usize;
+            samples[i.min(samples.len() - 1)].as_secs_f64() * 1e6
+        };
+        Some(Self {
+            samples: samples.len(),
+            p50_us: at(0.5),
+            p99_us: at(0.99),
+        })
+    }
+}
+
+/// What one store did in the lab's short measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoreRow {
+    /// Its id: one of [`KNOWN_STORES`].
+    pub store: String,
+    /// The lock, in words (`Lock`, watchdog lease).
+    pub lock: String,
+    /// The servers it ran on.
+    pub servers: String,
+    /// One lock + unlock at a time on one client.
+    pub uncontended: Option<Latency>,
+    /// From the start of the holder's release to the grant of the client waiting for it.
+    pub handoff: Option<Latency>,
+    /// Lock + unlock pairs per second of [`THROUGHPUT_TASKS`] tasks, each on its own lock.
+    pub pairs_per_s_64: Option<f64>,
+    /// Why the measurement stopped, when it failed.
+    pub error: Option<String>,
+}
+
+/// One lock of the measurement: acquire (waiting), and release the guard it gave.
+trait Measured: Send + Sync + 'static {
+    type Held: Send + 'static;
+
+    fn acquire(&self) -> impl Future<Output = anyhow::Result<Self::Held>> + Send;
+
+    fn release(held: Self::Held) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+/// A lock of the store-neutral [`DistributedLock`] contract.
+struct Neutral<L>(L);
+
+impl<L: DistributedLock + 'static> Measured for Neutral<L>
+where
+    L::Guard: 'static,
+{
+    type Held = L::Guard;
+
+    async fn acquire(&self) -> anyhow::Result<L::Guard> {
+        self.0
+            .lock_timeout(PATIENCE)
+            .await?
+            .with_context(|| format!("no grant of {} within {PATIENCE:?}", self.0.name()))
+    }
+
+    async fn release(held: L::Guard) -> anyhow::Result<()> {
+        Ok(held.unlock().await?)
+    }
+}
+
+impl Measured for Redlock {
+    type Held = RedlockGuard;
+
+    async fn acquire(&self) -> anyhow::Result<RedlockGuard> {
+        self.lock_timeout(PATIENCE)
+            .await?
+            .with_context(|| format!("no grant of {} within {PATIENCE:?}", self.name()))
+    }
+
+    async fn release(held: RedlockGuard) -> anyhow::Result<()> {
+        Ok(held.unlock().await?)
+    }
+}
+
+/// Where the stores run: the lab's Redis and, when it started them, the Redlock servers.
+#[derive(Debug, Clone)]
+pub struct StoreServers {
+    /// The lab's Redis URL (one server, Sentinel or Cluster).
+    pub redis: String,
+    /// That Redis in words.
+    pub redis_words: String,
+    /// The Redlock servers (empty: no Redlock row).
+    pub redlock: Vec<String>,
+    /// Those servers in words.
+    pub redlock_words: String,
+}
+
+/// Measures every store the lab has servers for, each for three phases of `phase`.
+///
+/// A store whose measurement fails has its error in its row; the others still run.
+pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<StoreRow> {
+    let mut rows = Vec::new();
+    rows.push(
+        measure_one(
+            "redis-lock",
+            "Lock (watchdog lease, re-entrant)",
+            &servers.redis_words,
+            phase,
+            || async {
+                let (a, b) = (client(&servers.redis).await?, client(&servers.redis).await?);
+                let make = move |c: &Client, name: &str| Ok(Neutral(c.lock(name)?));
+                Ok((a, b, make))
+            },
+        )
+        .await,
+    );
+    rows.push(
+        measure_one(
+            "fair-lock",
+            "FairLock (first come, first served)",
+            &servers.redis_words,
+            phase,
+            || async {
+                let (a, b) = (client(&servers.redis).await?, client(&servers.redis).await?);
+                let make = move |c: &Client, name: &str| -> anyhow::Result<Neutral<FairLock>> {
+                    Ok(Neutral(c.fair_lock(name)?))
+                };
+                Ok((a, b, make))
+            },
+        )
+        .await,
+    );
+    if !servers.redlock.is_empty() {
+        rows.push(
+            measure_one(
+                "redlock",
+                "Redlock (quorum of independent servers, default retry 50–100 ms)",
+                &servers.redlock_words,
+                phase,
+                || async {
+                    let (a, b) = (
+                        clients(&servers.redlock).await?,
+                        clients(&servers.redlock).await?,
+                    );
+                    let make =
+                        move |c: &Vec<Client>, name: &str| Ok(Redlock::new(c.as_slice(), name)?);
+                    Ok((a, b, make))
+                },
+            )
+            .await,
+        );
+    }
+    rows
+}
+
+async fn client(url: &str) -> anyhow::Result<Client> {
+    Client::connect(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect for the store measurement: {e}"))
+}
+
+async fn clients(urls: &[String]) -> anyhow::Result<Vec<Client>> {
+    let mut all = Vec::with_capacity(urls.len());
+    for url in urls {
+        all.push(client(url).await?);
+    }
+    Ok(all)
+}
+
+/// One store's row: connects two clients (`connect`), then runs the three phases with
+/// locks made by `make` from a client and a name.
+async fn measure_one<C, L, M, Conn, Fut>(
+    store: &str,
+    lock: &str,
+    servers: &str,
+    phase: Duration,
+    connect: Conn,
+) -> StoreRow
+where
+    C: Send + Sync + 'static,
+    L: Measured,
+    M: Fn(&C, &str) -> anyhow::Result<L>,
+    Conn: FnOnce() -> Fut,
+    Fut: Future<Output = anyhow::Result<(C, C, M)>>,
+{
+    let mut row = StoreRow {
+        store: store.to_owned(),
+        lock: lock.to_owned(),
+        servers: servers.to_owned(),
+        uncontended: None,
+        handoff: None,
+        pairs_per_s_64: None,
+        error: None,
+    };
+    let result: anyhow::Result<()> = async {
+        let (a, b, make) = connect().await?;
+        row.uncontended = Latency::of(uncontended(&make(&a, "lab:store:uncontended")?, phase).await?);
+        row.handoff = Latency::of(
+            handoffs(
+                &make(&a, "lab:store:handoff")?,
+                &make(&b, "lab:store:handoff")?,
+                phase,
+            )
+            .await?,
+        );
+        let locks = (0..THROUGHPUT_TASKS)
+            .map(|i| make(&a, &format!("lab:store:pairs:{i}")))
+            .collect::<anyhow::Result<Vec<L>>>()?;
+        row.pairs_per_s_64 = Some(pairs_per_second(locks, phase).await?);
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        row.error = Some(format!("{e:#}"));
+    }
+    row
+}
+
+/// Lock + unlock, one at a time, for `phase`.
+async fn uncontended<L: Measured>(lock: &L, phase: Duration) -> anyhow::Result<Vec<Duration>> {
+    let end = Instant::now() + phase;
+    let mut samples = Vec::new();
+    while Instant::now() < end && samples.len() < MAX_SAMPLES {
+        let began = Instant::now();
+        let held = lock.acquire().await?;
+        L::release(held).await?;
+        samples.push(began.elapsed());
+    }
+    Ok(samples)
+}
+
+/// Two clients pass one lock back and forth for `phase`: the holder keeps it
+/// [`HANDOFF_HOLD`] while the other asks for it, then releases; a sample is the time from
+/// the start of the release to the other's grant.
+async fn handoffs<L: Measured>(a: &L, b: &L, phase: Duration) -> anyhow::Result<Vec<Duration>> {
+    let end = Instant::now() + phase;
+    let mut samples = Vec::new();
+    let mut held = a.acquire().await?;
+    let mut waiter = b;
+    let mut holder = a;
+    while Instant::now() < end && samples.len() < MAX_SAMPLES {
+        let wait = async {
+            let got = waiter.acquire().await;
+            (got, Instant::now())
+        };
+        let release = async {
+            tokio::time::sleep(HANDOFF_HOLD).await;
+            let began = Instant::now();
+            L::release(held).await.map(|()| began)
+        };
+        let ((got, granted), released) = tokio::join!(wait, release);
+        let released = released?;
+        held = got?;
+        // A grant before the release began was no hand-off (the holder's lease ran out):
+        // not a sample.
+        if let Some(took) = granted.checked_duration_since(released) {
+            samples.push(took);
+        }
+        std::mem::swap(&mut holder, &mut waiter);
+    }
+    L::release(held).await?;
+    Ok(samples)
+}
+
+/// Lock + unlock pairs per second of one task per lock in `locks`, for `phase`.
+async fn pairs_per_second<L: Measured>(locks: Vec<L>, phase: Duration) -> anyhow::Result<f64> {
+    let start = Arc::new(tokio::sync::Barrier::new(locks.len() + 1));
+    let mut tasks = Vec::with_capacity(locks.len());
+    for lock in locks {
+        let start = Arc::clone(&start);
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            let end = Instant::now() + phase;
+            let mut pairs = 0_u64;
+            while Instant::now() < end {
+                let held = lock.acquire().await?;
+                L::release(held).await?;
+                pairs += 1;
+            }
+            anyhow::Ok(pairs)
+        }));
+    }
+    start.wait().await;
+    let began = Instant::now();
+    let mut pairs = 0;
+    for task in tasks {
+        pairs += task.await.context("a throughput task panicked")??;
+    }
+    Ok(pairs as f64 / began.elapsed().as_secs_f64().max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Latency;
+
+    #[test]
+    fn percentiles_of_samples() {
+        let samples = (1..=100).map(Duration::from_micros).collect();
+        let l = Latency::of(samples).expect("samples");
+        assert_eq!(l.samples, 100);
+        assert!((l.p50_us - 51.0).abs() < 1e-6, "{l:?}");
+        assert!((l.p99_us - 99.0).abs() < 1e-6, "{l:?}");
+        assert_eq!(Latency::of(Vec::new()), None);
+    }
+}
