@@ -15,6 +15,7 @@ mod charts;
 mod notes;
 mod safety;
 
+use crate::report::and_list;
 use charts::{Bar, Spread};
 use safety::{QUESTIONS, RECORD_FILES, Record};
 
@@ -94,7 +95,9 @@ fn int(v: &Value, key: &str) -> i64 {
 }
 
 fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    v.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 /// A verdict's words and CSS class.
@@ -181,14 +184,14 @@ fn header(p: &mut String, run: &Value) {
         .collect();
     let _ = write!(
         p,
-        r#"<header><p class="kicker">ferrisson · the oversell lab</p><h1>Which fix for overselling fails, and how</h1><p class="lede">{} ways of taking one unit of stock, each hit by {} concurrent clients with {} requests in all against {} units, on {} <code>seckill serve</code> processes and {}. Finished {}.</p>"#,
+        r#"<header><p class="kicker">ferrisson · the oversell lab</p><h1>Which fix for overselling fails, and how</h1><p class="lede">{} ways of taking one unit of stock, each hit by {} concurrent clients with {} requests in all against {} units, on {} <code>seckill serve</code> processes. Redis: {}. Finished {}.</p>"#,
         variants.len(),
         int(run, "clients"),
         requests,
         int(run, "stock"),
         int(run, "instances"),
         esc(text(run, "redis")),
-        esc(&text(run, "finished_at").replace('T', " ")),
+        esc(&when(text(run, "finished_at"))),
     );
     if mismatched.is_empty() {
         let _ = write!(
@@ -220,6 +223,14 @@ fn header(p: &mut String, run: &Value) {
     );
 }
 
+/// `2026-11-27T04:28:24.59+00:00` as `2026-11-27 04:28:24 UTC`.
+fn when(rfc3339: &str) -> String {
+    match (rfc3339.get(..19), rfc3339.ends_with("+00:00")) {
+        (Some(seconds), true) => format!("{} UTC", seconds.replace('T', " ")),
+        _ => rfc3339.to_owned(),
+    }
+}
+
 /// "5 correct, 2 oversold, 3 deadlocked, 2 wrong lock deleted".
 fn verdict_counts(variants: &[Value]) -> String {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -241,7 +252,7 @@ fn results(p: &mut String, run: &Value) {
     let stock = int(run, "stock");
     let _ = write!(
         p,
-        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Requests/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th><th scope="col">As expected</th></tr></thead><tbody>"#
+        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th><th scope="col">Expected?</th></tr></thead><tbody>"#
     );
     for v in list(run, "variants") {
         let name = text(v, "variant");
@@ -267,7 +278,11 @@ fn results(p: &mut String, run: &Value) {
             stock,
             if int(v, "oversold") > 0 { " hot" } else { "" },
             int(v, "oversold"),
-            if int(v, "lost_updates") > 0 { " hot" } else { "" },
+            if int(v, "lost_updates") > 0 {
+                " hot"
+            } else {
+                ""
+            },
             int(v, "lost_updates"),
             int(v, "errors"),
             charts::num(float(v, "throughput")),
@@ -488,7 +503,8 @@ fn counter_lines(v: &Value) -> Vec<String> {
     }
     if let Some(fields) = v.as_object() {
         for (key, value) in fields {
-            let known = COUNTERS.iter().any(|(k, _)| k == key) || NOT_COUNTERS.contains(&key.as_str());
+            let known =
+                COUNTERS.iter().any(|(k, _)| k == key) || NOT_COUNTERS.contains(&key.as_str());
             if known {
                 continue;
             }
@@ -566,7 +582,7 @@ fn stores(p: &mut String, run: &Value) {
                     r#"<li title="{}"><span class="answer {class}">{}</span> {}</li>"#,
                     esc(&a.detail),
                     esc(&a.short),
-                    esc(a.when)
+                    esc(&a.when)
                 );
             }
             p.push_str("</ul></td>");
@@ -592,23 +608,30 @@ fn stores(p: &mut String, run: &Value) {
     p.push_str("</tbody></table></div>");
     let left_out = list(run, "stores_left_out");
     if !left_out.is_empty() {
-        p.push_str(r#"<p class="left-out" id="stores-left-out"><strong>Not in this run:</strong> "#);
-        let items: Vec<String> = left_out
+        p.push_str(
+            r#"<p class="left-out" id="stores-left-out"><strong>Not in this run:</strong> "#,
+        );
+        // Stores left out for the same reason go together.
+        let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+        for l in left_out {
+            let id = text(l, "store");
+            let name = crate::stores::KNOWN_STORES
+                .iter()
+                .find(|(k, _)| *k == id)
+                .map_or(id, |(_, n)| n);
+            match groups.iter_mut().find(|(why, _)| *why == text(l, "why")) {
+                Some((_, names)) => names.push(name),
+                None => groups.push((text(l, "why"), vec![name])),
+            }
+        }
+        let items: Vec<String> = groups
             .iter()
-            .map(|l| {
-                let id = text(l, "store");
-                let name = crate::stores::KNOWN_STORES
-                    .iter()
-                    .find(|(k, _)| *k == id)
-                    .map_or(id, |(_, n)| n);
-                format!("{} ({})", esc(name), esc(text(l, "why")))
-            })
+            .map(|(why, names)| format!("{}: {}", esc(&and_list(names)), esc(why)))
             .collect();
         p.push_str(&items.join("; "));
         p.push_str(".</p>");
     }
     how_measured(p, phase);
-
 }
 
 /// How the store table's numbers were made, under it.
@@ -632,11 +655,7 @@ fn vouchers(p: &mut String, run: &Value) {
         let replies: Vec<String> = v
             .get("replies")
             .and_then(Value::as_object)
-            .map(|r| {
-                r.iter()
-                    .map(|(k, n)| format!("{} {}", esc(k), n))
-                    .collect()
-            })
+            .map(|r| r.iter().map(|(k, n)| format!("{} {}", esc(k), n)).collect())
             .unwrap_or_default();
         let twice = int(v, "users_with_two_orders");
         let _ = write!(
@@ -715,7 +734,7 @@ fn settings(p: &mut String, run: &Value) {
             "Store measurement",
             format!("{} ms per phase", int(run, "store_phase_ms")),
         ),
-        ("Finished", text(run, "finished_at").to_owned()),
+        ("Finished", when(text(run, "finished_at"))),
     ];
     let machine_rows: Vec<(&str, String)> = vec![
         ("System", opt("os")),
@@ -730,8 +749,14 @@ fn settings(p: &mut String, run: &Value) {
         ("Commit", opt("commit")),
     ];
     p.push_str(r#"<section id="settings"><h2>Settings and machine</h2><div class="two">"#);
-    for (caption, rows) in [("This run's settings", &settings), ("The machine", &machine_rows)] {
-        let _ = write!(p, r#"<table class="kv"><caption>{caption}</caption><tbody>"#);
+    for (caption, rows) in [
+        ("This run's settings", &settings),
+        ("The machine", &machine_rows),
+    ] {
+        let _ = write!(
+            p,
+            r#"<table class="kv"><caption>{caption}</caption><tbody>"#
+        );
         for (k, v) in rows {
             let _ = write!(
                 p,
@@ -753,7 +778,10 @@ mod tests {
 
     #[test]
     fn escapes_what_html_would_read() {
-        assert_eq!(esc(r#"<a href="x">&'"#), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 
     /// A counter the page has no words for is still shown, under its own name.
@@ -764,8 +792,14 @@ mod tests {
             "late_writes_refused": 2, "requests": 40, "throughput": 5.5
         });
         let lines = counter_lines(&row);
-        assert!(lines.iter().any(|l| l.starts_with("3 requests gave up")), "{lines:?}");
-        assert!(lines.contains(&"late writes refused: 2".to_owned()), "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.starts_with("3 requests gave up")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"late writes refused: 2".to_owned()),
+            "{lines:?}"
+        );
         assert_eq!(lines.len(), 2, "{lines:?}");
     }
 
@@ -781,7 +815,7 @@ mod tests {
         let page = render(&run);
         assert!(page.contains(r#"id="row-naive""#));
         assert!(page.contains("request #3 did &lt;b&gt;"), "escaped");
-        assert!(page.contains("etcd (not yet)"));
+        assert!(page.contains("etcd: not yet"));
         for remote in ["http://", "https://", "<script src", "<link"] {
             assert!(!page.contains(remote), "{remote}");
         }

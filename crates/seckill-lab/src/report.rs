@@ -355,6 +355,7 @@ impl Report {
         }
         self.write_notes(&mut t);
         self.write_vouchers(&mut t);
+        self.write_stores(&mut t);
         let problems = self.problems();
         if problems.is_empty() {
             let _ = writeln!(t, "\nAs expected: {}.", self.summary());
@@ -439,6 +440,51 @@ impl Report {
         }
     }
 
+    fn write_stores(&self, t: &mut String) {
+        if self.stores.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            t,
+            "\nStores ({} ms per measurement; the page has the fault suite's verdicts):",
+            self.store_phase_ms
+        );
+        let _ = writeln!(
+            t,
+            "{:<11} {:>22} {:>22} {:>14}",
+            "store", "uncontended p50/p99 us", "hand-off p50/p99 us", "pairs/s at 64"
+        );
+        let pair = |l: Option<crate::stores::Latency>| {
+            l.map_or_else(
+                || "-".to_owned(),
+                |l| format!("{:.0} / {:.0}", l.p50_us, l.p99_us),
+            )
+        };
+        for s in &self.stores {
+            let _ = writeln!(
+                t,
+                "{:<11} {:>22} {:>22} {:>14}{}",
+                s.store,
+                pair(s.uncontended),
+                pair(s.handoff),
+                s.pairs_per_s_64
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.0}")),
+                s.error
+                    .as_deref()
+                    .map(|e| format!("  failed: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        if !self.stores_left_out.is_empty() {
+            let names: Vec<&str> = self
+                .stores_left_out
+                .iter()
+                .map(|l| l.store.as_str())
+                .collect();
+            let _ = writeln!(t, "not in this run: {}", names.join(", "));
+        }
+    }
+
     fn write_vouchers(&self, t: &mut String) {
         if !self.vouchers.is_empty() {
             let _ = writeln!(t, "\nVoucher flash sale (unique index off):");
@@ -482,8 +528,11 @@ impl Report {
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
         let json = serde_json::to_value(self)?;
-        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&json)?)
-            .context("writing report.json")?;
+        std::fs::write(
+            dir.join("report.json"),
+            serde_json::to_string_pretty(&json)?,
+        )
+        .context("writing report.json")?;
         std::fs::write(dir.join("report.html"), crate::page::render(&json))
             .context("writing report.html")?;
         std::fs::write(dir.join("table.txt"), self.table()).context("writing table.txt")?;
@@ -589,7 +638,7 @@ fn thin(samples: &[i64]) -> String {
 }
 
 /// `a`, `a and b`, `a, b and c`.
-fn and_list(names: &[&str]) -> String {
+pub(crate) fn and_list(names: &[&str]) -> String {
     match names {
         [] => String::new(),
         [one] => (*one).to_owned(),

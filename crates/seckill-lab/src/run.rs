@@ -92,9 +92,9 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
         _ if skipped && matches!(id, "redis-lock" | "fair-lock" | "redlock") => {
             Some("the store measurement was skipped (--store-time 0s)".into())
         }
-        "redlock" => Some(
-            "the redlock variant was not run, so the lab started no Redlock servers".into(),
-        ),
+        "redlock" => {
+            Some("the redlock variant was not run, so the lab started no Redlock servers".into())
+        }
         _ => None,
     });
     machine.finish();

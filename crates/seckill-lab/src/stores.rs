@@ -240,7 +240,8 @@ where
     };
     let result: anyhow::Result<()> = async {
         let (a, b, make) = connect().await?;
-        row.uncontended = Latency::of(uncontended(&make(&a, "lab:store:uncontended")?, phase).await?);
+        row.uncontended =
+            Latency::of(uncontended(&make(&a, "lab:store:uncontended")?, phase).await?);
         row.handoff = Latency::of(
             handoffs(
                 &make(&a, "lab:store:handoff")?,

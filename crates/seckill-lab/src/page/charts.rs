@@ -76,7 +76,11 @@ pub(crate) fn num(v: f64) -> String {
         }
         grouped.push(c);
     }
-    if v < 0.0 { format!("−{grouped}") } else { grouped }
+    if v < 0.0 {
+        format!("−{grouped}")
+    } else {
+        grouped
+    }
 }
 
 /// Horizontal bars on a linear axis from 0, labelled `axis`.
@@ -159,8 +163,7 @@ pub(crate) fn spreads(id: &str, title: &str, rows: &[Spread]) -> String {
     let first = lo.log10().floor() as i32;
     let last = (hi.log10().ceil() as i32).max(first + 1);
     let at = |v: f64| {
-        LABEL_W
-            + (positive(v).log10() - f64::from(first)) / f64::from(last - first) * plot_w
+        LABEL_W + (positive(v).log10() - f64::from(first)) / f64::from(last - first) * plot_w
     };
     let mut s = String::new();
     open(&mut s, id, title, height);
@@ -173,11 +176,7 @@ pub(crate) fn spreads(id: &str, title: &str, rows: &[Spread]) -> String {
             at(v),
             top + plot_h,
             top + plot_h + 16.0,
-            if decade < 0 {
-                format!("{v}")
-            } else {
-                num(v)
-            }
+            if decade < 0 { format!("{v}") } else { num(v) }
         );
         if decade < last {
             for m in [2.0, 5.0] {
@@ -213,7 +212,12 @@ pub(crate) fn spreads(id: &str, title: &str, rows: &[Spread]) -> String {
             at(r.p50),
             at(r.max),
         );
-        for (mark, v) in [("p50", r.p50), ("p90", r.p90), ("p99", r.p99), ("max", r.max)] {
+        for (mark, v) in [
+            ("p50", r.p50),
+            ("p90", r.p90),
+            ("p99", r.p99),
+            ("max", r.max),
+        ] {
             let _ = write!(
                 s,
                 r##"<use href="#mark-{mark}" x="{:.1}" y="{y:.1}"/>"##,
@@ -240,7 +244,12 @@ pub(crate) fn spreads(id: &str, title: &str, rows: &[Spread]) -> String {
 /// The latency chart's legend and the marks it uses.
 fn legend(s: &mut String) {
     let mut lx = LABEL_W;
-    for (mark, name) in [("p50", "median"), ("p90", "p90"), ("p99", "p99"), ("max", "slowest")] {
+    for (mark, name) in [
+        ("p50", "median"),
+        ("p90", "p90"),
+        ("p99", "p99"),
+        ("max", "slowest"),
+    ] {
         let _ = write!(
             s,
             r##"<g class="legend"><use href="#mark-{mark}" x="{:.1}" y="{:.1}"/><text x="{:.1}" y="{:.1}">{name}</text></g>"##,

@@ -63,7 +63,9 @@ pub(crate) const NOTES: [Note; 12] = [
         does: "Takes the lock with SETNX and deletes it in a finally block.",
         code: "while SETNX lock \"this is lock\" == 0: retry\ntry:\n    deduct()    # the process is killed here\nfinally:\n    DEL lock    # never runs",
         outcome: "A finally covers exceptions, not a process that dies (SIGKILL, the OOM killer, a deploy): the lock stays forever, as with plain SETNX.",
-        fault: Some("The lab ends one holder's request as a killed process would: without its finally."),
+        fault: Some(
+            "The lab ends one holder's request as a killed process would: without its finally.",
+        ),
         source: "Run::setnx_finally in crates/seckill/src/oversell/run.rs",
     },
     Note {
@@ -81,7 +83,9 @@ pub(crate) const NOTES: [Note; 12] = [
         does: "Takes the lock and its TTL in one command, SET lock v NX PX, and deletes it in a finally — without checking whose it is.",
         code: "while SET lock \"this is lock\" NX PX lease != OK: retry\ntry:\n    deduct()    # slower than the lease\nfinally:\n    DEL lock    # deletes whoever holds it now",
         outcome: "The expiry frees the lock while a slow holder still works: the next request takes it, and the slow holder then writes a stale stock and deletes the new holder's lock, letting a third one in.",
-        fault: Some("The lab makes one holder stall past its lease between reading and writing the stock."),
+        fault: Some(
+            "The lab makes one holder stall past its lease between reading and writing the stock.",
+        ),
         source: "Run::set_nx_ex in crates/seckill/src/oversell/run.rs",
     },
     Note {
@@ -90,7 +94,9 @@ pub(crate) const NOTES: [Note; 12] = [
         does: "Gives every holder its own token, and deletes the lock only if GET still returns that token.",
         code: "token = random()\nwhile SET lock token NX PX lease != OK: retry\ntry: deduct()\nfinally:\n    if GET lock == token:   # compare ...\n        # ... a pause here outlives the lease\n        DEL lock            # ... then delete: two commands",
         outcome: "The compare and the delete are two round trips: between them the lease can run out and another request take the lock, which the DEL then removes.",
-        fault: Some("The lab pauses one holder between its GET-compare and its DEL (a GC pause, say) until its lease ran out."),
+        fault: Some(
+            "The lab pauses one holder between its GET-compare and its DEL (a GC pause, say) until its lease ran out.",
+        ),
         source: "Run::token_check in crates/seckill/src/oversell/run.rs",
     },
     Note {

@@ -50,7 +50,10 @@ enum Reading {
     LateWritesRefused,
     /// A measure of the scenario (its maximum over the iterations, ms), after the
     /// event `after`.
-    MaxMs { measure: &'static str, after: &'static str },
+    MaxMs {
+        measure: &'static str,
+        after: &'static str,
+    },
 }
 
 struct Evidence {
@@ -62,7 +65,7 @@ struct Evidence {
     reading: Reading,
 }
 
-const EVIDENCE: [Evidence; 10] = [
+const EVIDENCE: [Evidence; 11] = [
     Evidence {
         store: "redis-lock",
         question: "failover",
@@ -105,7 +108,7 @@ const EVIDENCE: [Evidence; 10] = [
         when: "holder SIGKILLed",
         reading: Reading::MaxMs {
             measure: "reacquire_after_sigkill",
-            after: "after the kill",
+            after: "after the holder's SIGKILL",
         },
     },
     Evidence {
@@ -122,7 +125,7 @@ const EVIDENCE: [Evidence; 10] = [
         when: "holder cut off, queued waiter",
         reading: Reading::MaxMs {
             measure: "handover_after_holder_deadline",
-            after: "after the holder's lease ran out",
+            after: "after the cut-off holder's lease ran out",
         },
     },
     Evidence {
@@ -130,6 +133,13 @@ const EVIDENCE: [Evidence; 10] = [
         question: "failover",
         scenario: "redlock-minority-killed",
         when: "1 or 2 of 5 servers killed",
+        reading: Reading::NoDoubleGrant,
+    },
+    Evidence {
+        store: "redlock",
+        question: "failover",
+        scenario: "redlock-restarted-after-ttl",
+        when: "a server restarted empty after the TTL",
         reading: Reading::NoDoubleGrant,
     },
     Evidence {
@@ -148,8 +158,8 @@ pub(crate) struct Answer {
     pub ok: Option<bool>,
     /// The short answer (`yes`, `no`, `≤ 302 ms`).
     pub short: String,
-    /// The condition.
-    pub when: &'static str,
+    /// The condition (for a figure: what it is measured from).
+    pub when: String,
     /// The evidence, in words, with the scenario's name.
     pub detail: String,
 }
@@ -165,9 +175,8 @@ impl Record {
     /// answer then says the scenario is not in it).
     pub(crate) fn built_in() -> Self {
         let mut scenarios: Vec<Scenario> = serde_json::from_str(RECORD).unwrap_or_default();
-        scenarios.extend(
-            serde_json::from_str::<Vec<Scenario>>(TOPOLOGY_RECORD).unwrap_or_default(),
-        );
+        scenarios
+            .extend(serde_json::from_str::<Vec<Scenario>>(TOPOLOGY_RECORD).unwrap_or_default());
         Self { scenarios }
     }
 
@@ -186,7 +195,7 @@ impl Record {
                 None => Answer {
                     ok: None,
                     short: "not recorded".into(),
-                    when: e.when,
+                    when: e.when.to_owned(),
                     detail: format!("{}: not in the record", e.scenario),
                 },
             })
@@ -197,21 +206,21 @@ impl Record {
 fn answer(e: &Evidence, s: &Scenario) -> Answer {
     let c = &s.counters;
     let n = s.iterations;
+    let mut when = e.when.to_owned();
     let (ok, short, detail) = match e.reading {
         Reading::NoDoubleGrant => {
             let held = c.double_grants == 0;
             (
                 Some(held),
                 if held { "yes" } else { "no" }.to_owned(),
-                format!(
-                    "{}: {} double grants in {n} runs",
-                    s.name, c.double_grants
-                ),
+                format!("{}: {} double grants in {n} runs", s.name, c.double_grants),
             )
         }
         Reading::LateWritesRefused => {
-            let (refused, accepted) =
-                (c.stale_writes_refused_fenced, c.stale_writes_accepted_fenced);
+            let (refused, accepted) = (
+                c.stale_writes_refused_fenced,
+                c.stale_writes_accepted_fenced,
+            );
             (
                 Some(accepted == 0 && refused > 0),
                 if accepted == 0 && refused > 0 {
@@ -227,14 +236,17 @@ fn answer(e: &Evidence, s: &Scenario) -> Answer {
             )
         }
         Reading::MaxMs { measure, after } => match c.measures.get(measure) {
-            Some(ms) => (
-                None,
-                format!("≤ {ms:.0} ms"),
-                format!(
-                    "{}: at most {ms:.0} ms {after}, lease {} ms, {n} runs",
-                    s.name, s.lease_ms
-                ),
-            ),
+            Some(ms) => {
+                when = format!("{after} (lease {} ms)", s.lease_ms);
+                (
+                    None,
+                    format!("≤ {ms:.0} ms"),
+                    format!(
+                        "{}: at most {ms:.0} ms {after}, lease {} ms, {n} runs",
+                        s.name, s.lease_ms
+                    ),
+                )
+            }
             None => (
                 None,
                 "not recorded".to_owned(),
@@ -250,7 +262,7 @@ fn answer(e: &Evidence, s: &Scenario) -> Answer {
     Answer {
         ok,
         short,
-        when: e.when,
+        when,
         detail,
     }
 }
