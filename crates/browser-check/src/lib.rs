@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,7 +29,7 @@ use std::time::Duration;
 use chromiumoxide::Page;
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::log::{EventEntryAdded, LogEntryLevel};
-use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
+use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, Viewport};
 use chromiumoxide::cdp::js_protocol::runtime::{
     ConsoleApiCalledType, EventConsoleApiCalled, EventExceptionThrown,
 };
@@ -70,6 +71,9 @@ pub enum Error {
     /// The DevTools protocol reported an error.
     #[error("chromium: {0}")]
     Browser(#[from] chromiumoxide::error::CdpError),
+    /// No element matches a selector.
+    #[error("nothing on the page matches {0:?}: check the selector")]
+    NoMatch(String),
     /// A value from the page did not have the type asked for.
     #[error("the page's value does not fit the type asked for: {0}")]
     Value(#[source] serde_json::Error),
@@ -266,7 +270,7 @@ fn file_url(path: &Path) -> Option<String> {
         if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
             url.push(char::from(b));
         } else {
-            url.push_str(&format!("%{b:02X}"));
+            let _ = write!(url, "%{b:02X}");
         }
     }
     Some(url)
@@ -345,17 +349,64 @@ impl LoadedPage {
                     .build(),
             )
             .await?;
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(path, &png)
-        };
-        write().map_err(|source| Error::Screenshot {
-            path: path.into(),
-            source,
-        })
+        write_png(path, &png)
     }
+
+    /// Saves a PNG of the first element `selector` matches to `path`, making its
+    /// directory: a part of a long page at a readable size.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMatch`] when nothing matches; [`Error::Browser`] when the browser
+    /// cannot take it; [`Error::Screenshot`] when the file cannot be written.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe; a dropped call may leave a partly written file.
+    pub async fn screenshot_of(&self, selector: &str, path: &Path) -> Result<(), Error> {
+        // The element's box on the page (not the window), to clip a capture that reaches
+        // beyond the window. (chromiumoxide's own element screenshot adds the scroll
+        // offset twice.)
+        let selector_json = serde_json::to_string(selector).map_err(Error::Value)?;
+        let rect: Option<[f64; 4]> = self
+            .eval(&format!(
+                "(() => {{ const e = document.querySelector({selector_json}); if (!e) return null; \
+                 const r = e.getBoundingClientRect(); \
+                 return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; }})()"
+            ))
+            .await?;
+        let [x, y, width, height] = rect.ok_or_else(|| Error::NoMatch(selector.to_owned()))?;
+        let png = self
+            .page
+            .screenshot(
+                ScreenshotParams::builder()
+                    .format(CaptureScreenshotFormat::Png)
+                    .clip(Viewport {
+                        x,
+                        y,
+                        width,
+                        height,
+                        scale: 1.0,
+                    })
+                    .capture_beyond_viewport(true)
+                    .build(),
+            )
+            .await?;
+        write_png(path, &png)
+    }
+}
+
+fn write_png(path: &Path, png: &[u8]) -> Result<(), Error> {
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, png)
+    };
+    write().map_err(|source| Error::Screenshot {
+        path: path.into(),
+        source,
+    })
 }
 
 #[cfg(test)]

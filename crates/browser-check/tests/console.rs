@@ -34,6 +34,15 @@ async fn reports_console_errors_exceptions_and_failed_loads() {
     page.screenshot(&shot).await.expect("screenshot");
     let png = std::fs::read(&shot).expect("read");
     assert_eq!(&png[1..4], b"PNG");
+    let part = dir.path().join("shots/p.png");
+    page.screenshot_of("#p", &part)
+        .await
+        .expect("screenshot of #p");
+    assert_eq!(&std::fs::read(&part).expect("read")[1..4], b"PNG");
+    assert!(
+        page.screenshot_of("#none", &part).await.is_err(),
+        "nothing matches"
+    );
 
     let page = browser.open(&broken).await.expect("opens");
     let problems = page.problems();

@@ -190,7 +190,7 @@ fn header(p: &mut String, run: &Value) {
         requests,
         int(run, "stock"),
         int(run, "instances"),
-        esc(text(run, "redis")),
+        esc(&redis_words(run, text(run, "redis"))),
         esc(&when(text(run, "finished_at"))),
     );
     if mismatched.is_empty() {
@@ -223,6 +223,14 @@ fn header(p: &mut String, run: &Value) {
     );
 }
 
+/// The report's Redis in words without the topology's name in front
+/// (`single: one Redis server, started by the lab` → `one Redis server, started by the
+/// lab`).
+fn redis_words(run: &Value, words: &str) -> String {
+    let prefix = format!("{}: ", text(run, "topology"));
+    words.strip_prefix(&prefix).unwrap_or(words).to_owned()
+}
+
 /// `2026-11-27T04:28:24.59+00:00` as `2026-11-27 04:28:24 UTC`.
 fn when(rfc3339: &str) -> String {
     match (rfc3339.get(..19), rfc3339.ends_with("+00:00")) {
@@ -252,25 +260,22 @@ fn results(p: &mut String, run: &Value) {
     let stock = int(run, "stock");
     let _ = write!(
         p,
-        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th><th scope="col">Expected?</th></tr></thead><tbody>"#
+        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th></tr></thead><tbody>"#
     );
     for v in list(run, "variants") {
         let name = text(v, "variant");
         let tag = notes::note(name).map_or("", |n| n.tag);
-        let expected_cell = if text(v, "verdict") == text(v, "expected") {
-            ("yes", "yes".to_owned())
+        let unexpected = if text(v, "verdict") == text(v, "expected") {
+            String::new()
         } else {
-            (
-                "no",
-                format!(
-                    "no: expected {}",
-                    esc(&verdict_words(text(v, "expected")).0)
-                ),
+            format!(
+                r#" <span class="unexpected">expected {}</span>"#,
+                esc(&verdict_words(text(v, "expected")).0)
             )
         };
         let _ = write!(
             p,
-            r##"<tr id="row-{0}" data-variant="{0}"><th scope="row"><a href="#{1}">{0}</a></th><td class="tag">{2}</td><td class="n">{3} / {4}</td><td class="n{5}">{6}</td><td class="n{7}">{8}</td><td class="n">{9}</td><td class="n">{10}</td><td class="n">{11}</td><td class="n">{12}</td><td class="verdict">{13}</td><td class="{14}">{15}</td></tr>"##,
+            r##"<tr id="row-{0}" data-variant="{0}"><th scope="row"><a href="#{1}">{0}</a></th><td class="tag">{2}</td><td class="n">{3} / {4}</td><td class="n{5}">{6}</td><td class="n{7}">{8}</td><td class="n">{9}</td><td class="n">{10}</td><td class="n">{11}</td><td class="n">{12}</td><td class="verdict">{13}{14}</td></tr>"##,
             esc(name),
             anchor(name),
             esc(tag),
@@ -289,13 +294,12 @@ fn results(p: &mut String, run: &Value) {
             fixed(float(v, "p50_ms")),
             fixed(float(v, "p99_ms")),
             badge(text(v, "verdict")),
-            expected_cell.0,
-            expected_cell.1
+            unexpected
         );
     }
     let _ = write!(
         p,
-        r#"</tbody></table></div><p class="legend-line">{} <em>correct</em>: sold exactly the stock, stock 0, every write accounted for. {} <em>oversold</em>: more units sold than the stock, or stock writes lost. {} <em>deadlocked</em>: a lock nobody will release stopped the sales. {} <em>wrong lock deleted</em>: a holder deleted a lock another holder had taken.</p></section>"#,
+        r#"</tbody></table></div><p class="legend-line">{} sold exactly the stock, stock 0, every write accounted for. {} more units sold than the stock, or stock writes lost. {} a lock nobody will release stopped the sales. {} a holder deleted a lock another holder had taken. A verdict other than the expected one says so beside it.</p></section>"#,
         badge("correct"),
         badge("oversold"),
         badge("deadlocked"),
@@ -416,7 +420,7 @@ fn variant(p: &mut String, run: &Value, v: &Value) {
     let _ = write!(p, "<h4>In this run</h4><ul class=\"happened\">");
     let _ = write!(
         p,
-        "<li>{} requests; {} units sold of {} ({} replies said sold); {} left in stock.</li>",
+        "<li>{} requests; {} units sold of {} ({} replies said sold); {} left in stock</li>",
         int(v, "requests"),
         int(v, "sold"),
         int(run, "stock"),
@@ -529,7 +533,7 @@ fn stores(p: &mut String, run: &Value) {
     let phase = int(run, "store_phase_ms");
     let _ = write!(
         p,
-        r#"<section id="stores"><h2>Which store: the trade-off, measured</h2><p class="note">Each store the lab ran, measured on the servers this run started, after the variants (so the same machine, the same load). Speed comes from this run; the fault columns come from the last full run of the fault suite ({}), not from this run.</p><div class="scroll"><table class="stores"><thead><tr><th scope="col">Store</th><th scope="col">Servers</th><th scope="col" class="n">Uncontended lock + unlock<br><span class="unit">p50 / p99 µs</span></th><th scope="col" class="n">Hand-off to a waiter<br><span class="unit">p50 / p99 µs</span></th><th scope="col" class="n">64 locks at once<br><span class="unit">pairs/s</span></th>"#,
+        r#"<section id="stores"><h2>Which store: the trade-off, measured</h2><p class="note">Each store the lab ran, measured on the servers this run started, after the variants (the same machine, the same load). The three speed columns come from this run; the fault columns from the last full run of the fault suite ({}), not from this run. Hover an answer for its scenario and counts.</p><div class="scroll"><table class="stores"><thead><tr><th scope="col">Store</th><th scope="col" class="n">Uncontended<br><span class="unit">p50 / p99 µs</span></th><th scope="col" class="n">Hand-off<br><span class="unit">p50 / p99 µs</span></th><th scope="col" class="n">64 locks<br><span class="unit">pairs/s</span></th>"#,
         esc(RECORD_FILES)
     );
     for (_, question) in QUESTIONS {
@@ -553,11 +557,11 @@ fn stores(p: &mut String, run: &Value) {
         };
         let _ = write!(
             p,
-            r#"<tr id="store-{0}" data-store="{0}"><th scope="row">{1}<span class="lock">{2}</span></th><td>{3}</td><td class="n">{4}</td><td class="n">{5}</td><td class="n">{6}</td>"#,
+            r#"<tr id="store-{0}" data-store="{0}"><th scope="row">{1}<span class="lock">{2}</span><span class="lock">on {3}</span></th><td class="n">{4}</td><td class="n">{5}</td><td class="n">{6}</td>"#,
             esc(id),
             esc(name),
             esc(text(row, "lock")),
-            esc(text(row, "servers")),
+            esc(&redis_words(run, text(row, "servers"))),
             latency("uncontended"),
             latency("handoff"),
             row.get("pairs_per_s_64")
@@ -579,7 +583,7 @@ fn stores(p: &mut String, run: &Value) {
                 };
                 let _ = write!(
                     p,
-                    r#"<li title="{}"><span class="answer {class}">{}</span> {}</li>"#,
+                    r#"<li title="{}"><span class="answer {class}">{}</span><span>{}</span></li>"#,
                     esc(&a.detail),
                     esc(&a.short),
                     esc(&a.when)
@@ -592,7 +596,7 @@ fn stores(p: &mut String, run: &Value) {
             let _ = write!(
                 p,
                 r#"<tr class="error"><td colspan="{}">The measurement of {} failed: {}</td></tr>"#,
-                5 + QUESTIONS.len(),
+                4 + QUESTIONS.len(),
                 esc(name),
                 esc(e)
             );
@@ -602,10 +606,16 @@ fn stores(p: &mut String, run: &Value) {
         let _ = write!(
             p,
             r#"<tr><td colspan="{}">This run measured no store.</td></tr>"#,
-            5 + QUESTIONS.len()
+            4 + QUESTIONS.len()
         );
     }
     p.push_str("</tbody></table></div>");
+    left_out(p, run);
+    how_measured(p, phase);
+}
+
+/// The stores the run did not measure, grouped by why.
+fn left_out(p: &mut String, run: &Value) {
     let left_out = list(run, "stores_left_out");
     if !left_out.is_empty() {
         p.push_str(
@@ -631,14 +641,13 @@ fn stores(p: &mut String, run: &Value) {
         p.push_str(&items.join("; "));
         p.push_str(".</p>");
     }
-    how_measured(p, phase);
 }
 
 /// How the store table's numbers were made, under it.
 fn how_measured(p: &mut String, phase: i64) {
     let _ = write!(
         p,
-        r"<details open><summary>How these were measured</summary><ul><li><strong>Uncontended</strong>: one client takes and releases a lock of its own, one pair at a time, for {phase} ms (at most 5,000 pairs); the time of each pair.</li><li><strong>Hand-off</strong>: two clients, each with its own connections, pass one lock back and forth for {phase} ms: the holder keeps it {} ms while the other asks for it and waits, then releases; a sample is the time from the start of the release to the waiter's grant. A waiter that polls (Redlock retries every 50–100 ms by default) hands off at its polling pace; one that is woken by the release (Lock, FairLock) hands off in about two round trips.</li><li><strong>64 locks at once</strong>: 64 tasks on one client, each taking and releasing its own lock in a loop for {phase} ms; all pairs over the elapsed time.</li><li><strong>The fault columns</strong> quote the fault suite's record (<code>ferrisson chaos all</code>, 100 runs per scenario; docs/SAFETY.md explains every scenario): <em>held through a failover</em> is yes when no two clients believed they held the lock at once; <em>late write refused</em> is yes when every write of a holder that was paused or cut off, made after the next holder came in, was refused by the fencing token and none accepted; <em>next holder after a crash</em> is the longest time to the next grant. Hover an answer for its scenario and counts.</li><li>Numbers from a loaded 2-core machine move from run to run; read them as orders of magnitude, and see BENCHMARKS.md for the careful measurements.</li></ul></details></section>",
+        r"<details open><summary>How these were measured</summary><ul><li><strong>Uncontended</strong>: one client takes and releases a lock of its own, one pair at a time, for {phase} ms (at most 5,000 pairs); the time of each pair.</li><li><strong>Hand-off</strong>: two clients, each with its own connections, pass one lock back and forth for {phase} ms: the holder keeps it {} ms while the other asks for it and waits, then releases; a sample is the time from the start of the release to the waiter's grant. A waiter that polls (Redlock retries every 50–100 ms by default) hands off at its polling pace; one that is woken by the release (Lock, FairLock) hands off in about two round trips.</li><li><strong>64 locks at once</strong>: 64 tasks on one client, each taking and releasing its own lock in a loop for {phase} ms; all pairs over the elapsed time.</li><li><strong>The fault columns</strong> quote the fault suite's record (<code>ferrisson chaos all</code>, 100 runs per scenario; docs/SAFETY.md explains every scenario): <em>held through a failover</em> is yes when no two clients believed they held the lock at once; <em>late write refused</em> is yes when every write of a holder that was paused or cut off, made after the next holder came in, was refused by the fencing token and none accepted; <em>next holder after a crash</em> is the longest time to the next grant.</li><li>Numbers from a loaded 2-core machine move from run to run; read them as orders of magnitude, and see BENCHMARKS.md for the careful measurements.</li></ul></details></section>",
         crate::stores::HANDOFF_HOLD.as_millis()
     );
 }
@@ -701,7 +710,7 @@ fn settings(p: &mut String, run: &Value) {
             .unwrap_or_else(|| "–".into())
     };
     let settings: Vec<(&str, String)> = vec![
-        ("Redis", text(run, "redis").to_owned()),
+        ("Redis", redis_words(run, text(run, "redis"))),
         ("Database", text(run, "database").to_owned()),
         ("seckill serve processes", int(run, "instances").to_string()),
         (

@@ -258,7 +258,7 @@ impl Report {
             .filter(|(id, _)| !stores.iter().any(|s| s.store == *id))
             .map(|(id, _)| LeftOut {
                 store: (*id).to_owned(),
-                why: why(id).unwrap_or_else(|| "the lab has no lock on this store yet".into()),
+                why: why(id).unwrap_or_else(|| "not supported by the lab yet".into()),
             })
             .collect();
         self.stores = stores;

@@ -77,7 +77,10 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
     for store in &report.stores {
         let selector = format!("#store-{} td.n", store.store);
         let seen: Shown = page.eval(&shown(&selector)).await.expect("eval");
-        assert!(seen.visible && seen.text.contains('/'), "{selector}: {seen:?}");
+        assert!(
+            seen.visible && seen.text.contains('/'),
+            "{selector}: {seen:?}"
+        );
     }
     let left_out: Shown = page.eval(&shown("#stores-left-out")).await.expect("eval");
     assert!(
@@ -91,7 +94,10 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
         .await
         .expect("eval");
     assert!(charts.len() >= 4, "{charts:?}");
-    assert!(charts.iter().all(|[w, h]| *w > 300.0 && *h > 50.0), "{charts:?}");
+    assert!(
+        charts.iter().all(|[w, h]| *w > 300.0 && *h > 50.0),
+        "{charts:?}"
+    );
     let scripts: Vec<String> = page
         .eval("[...document.scripts].map(s => s.type)")
         .await
@@ -100,6 +106,20 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
 
     let shot = out.join("report.png");
     page.screenshot(&shot).await.expect("screenshot");
+    // Parts at a readable size, to look at.
+    for (selector, file) in [
+        ("body > main > header", "report-header.png"),
+        ("#results", "report-results.png"),
+        ("#charts", "report-charts.png"),
+        ("#variant-set-nx-ex", "report-set-nx-ex.png"),
+        ("#variant-watchdog", "report-watchdog.png"),
+        ("#stores", "report-stores.png"),
+        ("#settings", "report-settings.png"),
+    ] {
+        page.screenshot_of(selector, &out.join(file))
+            .await
+            .expect(selector);
+    }
     assert_eq!(page.problems(), Vec::<String>::new(), "console errors");
     browser.close().await;
     println!("screenshot: {}", shot.display());

@@ -226,7 +226,7 @@ pub(crate) fn spreads(id: &str, title: &str, rows: &[Spread]) -> String {
         }
         let _ = write!(
             s,
-            r#"<text class="value" x="{:.1}" y="{:.1}">{} / {} ms</text></g>"#,
+            r#"<text class="value" x="{:.1}" y="{:.1}">p50 {} · p99 {} ms</text></g>"#,
             at(r.max) + 10.0,
             y + 4.0,
             num(r.p50),

@@ -70,21 +70,21 @@ const EVIDENCE: [Evidence; 11] = [
         store: "redis-lock",
         question: "failover",
         scenario: "sentinel-failover-acked",
-        when: "Sentinel failover, replica acks on",
+        when: "Sentinel, replica acks on",
         reading: Reading::NoDoubleGrant,
     },
     Evidence {
         store: "redis-lock",
         question: "failover",
         scenario: "cluster-master-failover",
-        when: "Cluster master failover",
+        when: "Cluster failover",
         reading: Reading::NoDoubleGrant,
     },
     Evidence {
         store: "redis-lock",
         question: "failover",
         scenario: "sentinel-failover",
-        when: "Sentinel failover, no acks",
+        when: "Sentinel, no acks",
         reading: Reading::NoDoubleGrant,
     },
     Evidence {
@@ -98,7 +98,7 @@ const EVIDENCE: [Evidence; 11] = [
         store: "redis-lock",
         question: "late-write",
         scenario: "holder-paused",
-        when: "holder process paused 2 leases",
+        when: "holder paused 2 leases",
         reading: Reading::LateWritesRefused,
     },
     Evidence {
@@ -115,7 +115,7 @@ const EVIDENCE: [Evidence; 11] = [
         store: "fair-lock",
         question: "late-write",
         scenario: "fair-lock-holder-blackholed",
-        when: "holder's link cut 2 leases",
+        when: "holder cut off 2 leases",
         reading: Reading::LateWritesRefused,
     },
     Evidence {
@@ -132,7 +132,7 @@ const EVIDENCE: [Evidence; 11] = [
         store: "redlock",
         question: "failover",
         scenario: "redlock-minority-killed",
-        when: "1 or 2 of 5 servers killed",
+        when: "1–2 of 5 servers killed",
         reading: Reading::NoDoubleGrant,
     },
     Evidence {
