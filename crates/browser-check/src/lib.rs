@@ -90,6 +90,11 @@ pub enum Error {
 
 /// The Chromium program: `$CHROMIUM`, else `chromium` (Debian's package) or
 /// `chromium-browser` on the `PATH`.
+///
+/// ```no_run
+/// let chromium = browser_check::chromium_binary().expect("apt-get install chromium");
+/// assert!(chromium.is_file());
+/// ```
 pub fn chromium_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("CHROMIUM") {
         return Some(PathBuf::from(path));

@@ -6,6 +6,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 /// The machine and build of a lab run; every field a best effort (`None`: not known).
+/// [`Machine::read`] has an example.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     /// Kernel and architecture (`Linux 6.1.0-27-amd64 x86_64`).
@@ -32,6 +33,12 @@ pub struct Machine {
 
 impl Machine {
     /// Reads the machine now (the load average goes in `load_before`).
+    ///
+    /// ```
+    /// let mut machine = seckill_lab::Machine::read();
+    /// machine.finish();
+    /// assert!(machine.cores >= 1);
+    /// ```
     pub fn read() -> Self {
         let os = format!(
             "{} {} {}",

@@ -243,8 +243,17 @@ impl Report {
     }
 
     /// The same report with the store measurement's rows; every known store without a
-    /// row is listed as left out, with `why` saying why (`None`: the lab has no lock on
-    /// that store yet).
+    /// row is listed as left out, with `why` saying why (`None`: the lab does not
+    /// support that store yet).
+    ///
+    /// ```no_run
+    /// # async fn demo(options: seckill_lab::LabOptions) -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// let report = seckill_lab::run(&options).await?;
+    /// let report = report.with_stores(Duration::ZERO, Vec::new(), |_| Some("skipped".into()));
+    /// assert_eq!(report.stores_left_out.len(), seckill_lab::KNOWN_STORES.len());
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn with_stores(
         mut self,

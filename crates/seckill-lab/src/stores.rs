@@ -24,7 +24,12 @@ const MAX_SAMPLES: usize = 5000;
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// The stores the lab knows of, in the order the page lists them; those a run measured
-/// have a [`StoreRow`].
+/// have a [`StoreRow`], the others are listed as left out, with why.
+///
+/// ```
+/// let (id, name) = seckill_lab::KNOWN_STORES[0];
+/// assert_eq!((id, name), ("redis-lock", "Redis lock"));
+/// ```
 pub const KNOWN_STORES: [(&str, &str); 7] = [
     ("redis-lock", "Redis lock"),
     ("fair-lock", "Redis fair lock"),
@@ -48,6 +53,14 @@ pub struct Latency {
 
 impl Latency {
     /// The percentiles of `samples` (none: `None`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use seckill_lab::Latency;
+    ///
+    /// let l = Latency::of((1..=100).map(Duration::from_micros).collect()).expect("samples");
+    /// assert_eq!((l.samples, l.p99_us), (100, 99.0));
+    /// ```
     pub fn of(mut samples: Vec<Duration>) -> Option<Self> {
         if samples.is_empty() {
             return None;
@@ -144,6 +157,27 @@ pub struct StoreServers {
 /// Measures every store the lab has servers for, each for three phases of `phase`.
 ///
 /// A store whose measurement fails has its error in its row; the others still run.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use std::time::Duration;
+/// use seckill_lab::{StoreServers, measure_stores};
+///
+/// let servers = StoreServers {
+///     redis: "redis://127.0.0.1:6390".into(),
+///     redis_words: "one Redis server".into(),
+///     redlock: Vec::new(),
+///     redlock_words: String::new(),
+/// };
+/// let rows = measure_stores(&servers, Duration::from_millis(500)).await;
+/// assert_eq!(rows.len(), 2, "the Redis lock and the fair lock; no Redlock servers");
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// Not cancel safe: a measurement dropped half-way may leave a lock held until its
+/// lease runs out (the names are the lab's own, `lab:store:*`).
 pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<StoreRow> {
     let mut rows = Vec::new();
     rows.push(
