@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::{Client, DistributedLock, FairLock, Guard as _, Redlock, RedlockGuard};
+use ferrisson::redis::{Client, FairLock, Redlock};
+use ferrisson::{DistributedLock, Guard as _};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -97,7 +98,9 @@ pub struct StoreRow {
     pub error: Option<String>,
 }
 
-/// One lock of the measurement: acquire (waiting), and release the guard it gave.
+/// One lock of the measurement: acquire (waiting at most a patience), and release the
+/// guard it gave. Every lock of the store-neutral [`DistributedLock`] contract is one, so a
+/// store the lab adds later is measured the same way.
 trait Measured: Send + Sync + 'static {
     type Held: Send + 'static;
 
@@ -106,37 +109,19 @@ trait Measured: Send + Sync + 'static {
     fn release(held: Self::Held) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
 
-/// A lock of the store-neutral [`DistributedLock`] contract.
-struct Neutral<L>(L);
-
-impl<L: DistributedLock + 'static> Measured for Neutral<L>
+impl<L: DistributedLock + 'static> Measured for L
 where
     L::Guard: 'static,
 {
     type Held = L::Guard;
 
     async fn acquire(&self) -> anyhow::Result<L::Guard> {
-        self.0
-            .lock_timeout(PATIENCE)
-            .await?
-            .with_context(|| format!("no grant of {} within {PATIENCE:?}", self.0.name()))
-    }
-
-    async fn release(held: L::Guard) -> anyhow::Result<()> {
-        Ok(held.unlock().await?)
-    }
-}
-
-impl Measured for Redlock {
-    type Held = RedlockGuard;
-
-    async fn acquire(&self) -> anyhow::Result<RedlockGuard> {
         self.lock_timeout(PATIENCE)
             .await?
             .with_context(|| format!("no grant of {} within {PATIENCE:?}", self.name()))
     }
 
-    async fn release(held: RedlockGuard) -> anyhow::Result<()> {
+    async fn release(held: L::Guard) -> anyhow::Result<()> {
         Ok(held.unlock().await?)
     }
 }
@@ -188,7 +173,7 @@ pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<Stor
             phase,
             || async {
                 let (a, b) = (client(&servers.redis).await?, client(&servers.redis).await?);
-                let make = move |c: &Client, name: &str| Ok(Neutral(c.lock(name)?));
+                let make = move |c: &Client, name: &str| Ok(c.lock(name)?);
                 Ok((a, b, make))
             },
         )
@@ -202,8 +187,8 @@ pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<Stor
             phase,
             || async {
                 let (a, b) = (client(&servers.redis).await?, client(&servers.redis).await?);
-                let make = move |c: &Client, name: &str| -> anyhow::Result<Neutral<FairLock>> {
-                    Ok(Neutral(c.fair_lock(name)?))
+                let make = move |c: &Client, name: &str| -> anyhow::Result<FairLock> {
+                    Ok(c.fair_lock(name)?)
                 };
                 Ok((a, b, make))
             },
@@ -222,8 +207,9 @@ pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<Stor
                         clients(&servers.redlock).await?,
                         clients(&servers.redlock).await?,
                     );
-                    let make =
-                        move |c: &Vec<Client>, name: &str| Ok(Redlock::new(c.as_slice(), name)?);
+                    let make = move |c: &Vec<Client>, name: &str| -> anyhow::Result<Redlock> {
+                        Ok(Redlock::new(c.as_slice(), name)?)
+                    };
                     Ok((a, b, make))
                 },
             )
