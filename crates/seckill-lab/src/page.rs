@@ -557,7 +557,7 @@ fn stores(p: &mut String, run: &Value) {
         };
         let _ = write!(
             p,
-            r#"<tr id="store-{0}" data-store="{0}"><th scope="row">{1}<span class="lock">{2}</span><span class="lock">on {3}</span></th><td class="n">{4}</td><td class="n">{5}</td><td class="n">{6}</td>"#,
+            r#"<tr id="store-{0}" data-store="{0}"><th scope="row">{1}<span class="lock">{2}</span><span class="lock">on {3}</span>{7}</th><td class="n">{4}</td><td class="n">{5}</td><td class="n">{6}</td>"#,
             esc(id),
             esc(name),
             esc(text(row, "lock")),
@@ -567,6 +567,11 @@ fn stores(p: &mut String, run: &Value) {
             row.get("pairs_per_s_64")
                 .and_then(Value::as_f64)
                 .map_or("–".into(), charts::num),
+            match int(row, "failed_calls") {
+                0 => String::new(),
+                n =>
+                    format!(r#"<span class="failed">{n} calls failed (not in the samples)</span>"#),
+            }
         );
         for (question, _) in QUESTIONS {
             let answers = record.answers(id, question);
@@ -647,7 +652,7 @@ fn left_out(p: &mut String, run: &Value) {
 fn how_measured(p: &mut String, phase: i64) {
     let _ = write!(
         p,
-        r"<details open><summary>How these were measured</summary><ul><li><strong>Uncontended</strong>: one client takes and releases a lock of its own, one pair at a time, for {phase} ms (at most 5,000 pairs); the time of each pair.</li><li><strong>Hand-off</strong>: two clients, each with its own connections, pass one lock back and forth for {phase} ms: the holder keeps it {} ms while the other asks for it and waits, then releases; a sample is the time from the start of the release to the waiter's grant. A waiter that polls (Redlock retries every 50–100 ms by default) hands off at its polling pace; one that is woken by the release (Lock, FairLock) hands off in about two round trips.</li><li><strong>64 locks at once</strong>: 64 tasks on one client, each taking and releasing its own lock in a loop for {phase} ms; all pairs over the elapsed time.</li><li><strong>The fault columns</strong> quote the fault suite's record (<code>ferrisson chaos all</code>, 100 runs per scenario; docs/SAFETY.md explains every scenario): <em>held through a failover</em> is yes when no two clients believed they held the lock at once; <em>late write refused</em> is yes when every write of a holder that was paused or cut off, made after the next holder came in, was refused by the fencing token and none accepted; <em>next holder after a crash</em> is the longest time to the next grant.</li><li>Numbers from a loaded 2-core machine move from run to run; read them as orders of magnitude, and see BENCHMARKS.md for the careful measurements.</li></ul></details></section>",
+        r"<details open><summary>How these were measured</summary><ul><li><strong>Uncontended</strong>: one client takes and releases a lock of its own, one pair at a time, for {phase} ms (at most 5,000 pairs); the time of each pair.</li><li><strong>Hand-off</strong>: two clients, each with its own connections, pass one lock back and forth for {phase} ms: the holder keeps it {} ms while the other asks for it and waits, then releases; a sample is the time from the start of the release to the waiter's grant. A waiter that polls (Redlock retries every 50–100 ms by default) hands off at its polling pace; one that is woken by the release (Lock, FairLock) hands off in about two round trips.</li><li><strong>64 locks at once</strong>: 64 tasks on one client, each taking and releasing its own lock in a loop for {phase} ms; all pairs over the elapsed time.</li><li>A call that returns an error (under load, a Redlock server can miss its per-node timeout of at most 100 ms) is counted under the store, not retried into a sample.</li><li><strong>The fault columns</strong> quote the fault suite's record (<code>ferrisson chaos all</code>, 100 runs per scenario; docs/SAFETY.md explains every scenario): <em>held through a failover</em> is yes when no two clients believed they held the lock at once; <em>late write refused</em> is yes when every write of a holder that was paused or cut off, made after the next holder came in, was refused by the fencing token and none accepted; <em>next holder after a crash</em> is the longest time to the next grant.</li><li>Numbers from a loaded 2-core machine move from run to run; read them as orders of magnitude, and see BENCHMARKS.md for the careful measurements.</li></ul></details></section>",
         crate::stores::HANDOFF_HOLD.as_millis()
     );
 }

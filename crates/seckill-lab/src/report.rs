@@ -478,10 +478,11 @@ impl Report {
                 pair(s.handoff),
                 s.pairs_per_s_64
                     .map_or_else(|| "-".to_owned(), |p| format!("{p:.0}")),
-                s.error
-                    .as_deref()
-                    .map(|e| format!("  failed: {e}"))
-                    .unwrap_or_default()
+                match (&s.error, s.failed_calls) {
+                    (Some(e), _) => format!("  failed: {e}"),
+                    (None, 0) => String::new(),
+                    (None, n) => format!("  ({n} calls failed)"),
+                }
             );
         }
         if !self.stores_left_out.is_empty() {

@@ -5,7 +5,8 @@
 //! per second 64 tasks get on 64 locks at once.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -94,7 +95,10 @@ pub struct StoreRow {
     pub handoff: Option<Latency>,
     /// Lock + unlock pairs per second of [`THROUGHPUT_TASKS`] tasks, each on its own lock.
     pub pairs_per_s_64: Option<f64>,
-    /// Why the measurement stopped, when it failed.
+    /// Acquires and releases that returned an error (counted, not in the samples).
+    #[serde(default)]
+    pub failed_calls: u64,
+    /// Why the measurement stopped or measured nothing, when it did.
     pub error: Option<String>,
 }
 
@@ -233,6 +237,32 @@ async fn clients(urls: &[String]) -> anyhow::Result<Vec<Client>> {
     Ok(all)
 }
 
+/// Calls of one store's measurement that returned an error: counted, not retried into a
+/// sample (under load a Redlock server can miss its per-node timeout, 100 ms at most).
+#[derive(Debug, Default)]
+struct Failures {
+    count: AtomicU64,
+    last: Mutex<Option<String>>,
+}
+
+impl Failures {
+    fn add(&self, e: &anyhow::Error) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!("{e:#}"));
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn last(&self) -> Option<String> {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// One store's row: connects two clients (`connect`), then runs the three phases with
 /// locks made by `make` from a client and a name.
 async fn measure_one<C, L, M, Conn, Fut>(
@@ -256,53 +286,89 @@ where
         uncontended: None,
         handoff: None,
         pairs_per_s_64: None,
+        failed_calls: 0,
         error: None,
     };
+    let failures = Arc::new(Failures::default());
     let result: anyhow::Result<()> = async {
         let (a, b, make) = connect().await?;
         row.uncontended =
-            Latency::of(uncontended(&make(&a, "lab:store:uncontended")?, phase).await?);
+            Latency::of(uncontended(&make(&a, "lab:store:uncontended")?, phase, &failures).await);
         row.handoff = Latency::of(
             handoffs(
                 &make(&a, "lab:store:handoff")?,
                 &make(&b, "lab:store:handoff")?,
                 phase,
+                &failures,
             )
             .await?,
         );
         let locks = (0..THROUGHPUT_TASKS)
             .map(|i| make(&a, &format!("lab:store:pairs:{i}")))
             .collect::<anyhow::Result<Vec<L>>>()?;
-        row.pairs_per_s_64 = Some(pairs_per_second(locks, phase).await?);
+        row.pairs_per_s_64 = Some(pairs_per_second(locks, phase, &failures).await?);
         Ok(())
     }
     .await;
-    if let Err(e) = result {
-        row.error = Some(format!("{e:#}"));
-    }
+    row.failed_calls = failures.count();
+    row.error = match result {
+        Err(e) => Some(format!("{e:#}")),
+        // Nothing measured: every call failed.
+        Ok(()) if row.uncontended.is_none() => failures
+            .last()
+            .map(|e| format!("every call failed; the last: {e}")),
+        Ok(()) => None,
+    };
     row
 }
 
-/// Lock + unlock, one at a time, for `phase`.
-async fn uncontended<L: Measured>(lock: &L, phase: Duration) -> anyhow::Result<Vec<Duration>> {
+/// Lock + unlock, one at a time, for `phase`; the time of each pair that succeeded.
+async fn uncontended<L: Measured>(lock: &L, phase: Duration, failures: &Failures) -> Vec<Duration> {
     let end = Instant::now() + phase;
     let mut samples = Vec::new();
     while Instant::now() < end && samples.len() < MAX_SAMPLES {
         let began = Instant::now();
-        let held = lock.acquire().await?;
-        L::release(held).await?;
-        samples.push(began.elapsed());
+        match pair(lock).await {
+            Ok(()) => samples.push(began.elapsed()),
+            Err(e) => failures.add(&e),
+        }
     }
-    Ok(samples)
+    samples
+}
+
+async fn pair<L: Measured>(lock: &L) -> anyhow::Result<()> {
+    let held = lock.acquire().await?;
+    L::release(held).await
+}
+
+/// Acquires `lock`, counting the calls that fail, until one succeeds or `give_up`.
+async fn acquire_until<L: Measured>(
+    lock: &L,
+    give_up: Instant,
+    failures: &Failures,
+) -> anyhow::Result<L::Held> {
+    loop {
+        match lock.acquire().await {
+            Ok(held) => return Ok(held),
+            Err(e) if Instant::now() >= give_up => return Err(e),
+            Err(e) => failures.add(&e),
+        }
+    }
 }
 
 /// Two clients pass one lock back and forth for `phase`: the holder keeps it
 /// [`HANDOFF_HOLD`] while the other asks for it, then releases; a sample is the time from
 /// the start of the release to the other's grant.
-async fn handoffs<L: Measured>(a: &L, b: &L, phase: Duration) -> anyhow::Result<Vec<Duration>> {
+async fn handoffs<L: Measured>(
+    a: &L,
+    b: &L,
+    phase: Duration,
+    failures: &Failures,
+) -> anyhow::Result<Vec<Duration>> {
     let end = Instant::now() + phase;
+    let give_up = end + PATIENCE;
     let mut samples = Vec::new();
-    let mut held = a.acquire().await?;
+    let mut held = acquire_until(a, give_up, failures).await?;
     let mut waiter = b;
     let mut holder = a;
     while Instant::now() < end && samples.len() < MAX_SAMPLES {
@@ -316,42 +382,61 @@ async fn handoffs<L: Measured>(a: &L, b: &L, phase: Duration) -> anyhow::Result<
             L::release(held).await.map(|()| began)
         };
         let ((got, granted), released) = tokio::join!(wait, release);
-        let released = released?;
-        held = got?;
-        // A grant before the release began was no hand-off (the holder's lease ran out):
-        // not a sample.
-        if let Some(took) = granted.checked_duration_since(released) {
-            samples.push(took);
-        }
+        held = match (got, released) {
+            (Ok(got), Ok(released)) => {
+                // A grant before the release began was no hand-off (the holder's lease
+                // ran out): not a sample.
+                if let Some(took) = granted.checked_duration_since(released) {
+                    samples.push(took);
+                }
+                got
+            }
+            (Ok(got), Err(e)) => {
+                failures.add(&e);
+                got
+            }
+            (Err(e), _) => {
+                failures.add(&e);
+                acquire_until(waiter, give_up, failures).await?
+            }
+        };
         std::mem::swap(&mut holder, &mut waiter);
     }
-    L::release(held).await?;
+    if let Err(e) = L::release(held).await {
+        failures.add(&e);
+    }
     Ok(samples)
 }
 
-/// Lock + unlock pairs per second of one task per lock in `locks`, for `phase`.
-async fn pairs_per_second<L: Measured>(locks: Vec<L>, phase: Duration) -> anyhow::Result<f64> {
+/// Lock + unlock pairs per second of one task per lock in `locks`, for `phase` (the
+/// pairs that succeeded).
+async fn pairs_per_second<L: Measured>(
+    locks: Vec<L>,
+    phase: Duration,
+    failures: &Arc<Failures>,
+) -> anyhow::Result<f64> {
     let start = Arc::new(tokio::sync::Barrier::new(locks.len() + 1));
     let mut tasks = Vec::with_capacity(locks.len());
     for lock in locks {
-        let start = Arc::clone(&start);
+        let (start, failures) = (Arc::clone(&start), Arc::clone(failures));
         tasks.push(tokio::spawn(async move {
             start.wait().await;
             let end = Instant::now() + phase;
             let mut pairs = 0_u64;
             while Instant::now() < end {
-                let held = lock.acquire().await?;
-                L::release(held).await?;
-                pairs += 1;
+                match pair(&lock).await {
+                    Ok(()) => pairs += 1,
+                    Err(e) => failures.add(&e),
+                }
             }
-            anyhow::Ok(pairs)
+            pairs
         }));
     }
     start.wait().await;
     let began = Instant::now();
     let mut pairs = 0;
     for task in tasks {
-        pairs += task.await.context("a throughput task panicked")??;
+        pairs += task.await.context("a throughput task panicked")?;
     }
     Ok(pairs as f64 / began.elapsed().as_secs_f64().max(1e-9))
 }
