@@ -141,9 +141,9 @@ async fn a_renewal_a_paused_replica_cannot_acknowledge_loses_the_lock() -> anyho
         loop {
             match lock.lock().await {
                 Ok(guard) => return Ok(guard),
-                Err(e) if e.store_error::<RedisStoreError>().is_some_and(|e| {
-                    matches!(e, RedisStoreError::NotPersisted { .. })
-                }) => {}
+                Err(e)
+                    if e.store_error::<RedisStoreError>()
+                        .is_some_and(|e| matches!(e, RedisStoreError::NotPersisted { .. })) => {}
                 Err(e) => return Err(e),
             }
         }

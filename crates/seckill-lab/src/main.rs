@@ -8,7 +8,8 @@ use seckill_lab::LabOptions;
 
 /// Runs the oversell lab: starts Redis servers and `seckill serve` processes, fires the
 /// load at every variant of the stock deduction and at the voucher order flows, and
-/// prints a table of what each one did (with report.json and chart.svg under --out).
+/// prints a table of what each one did (with report.json, chart.svg and the page,
+/// report.html, under --out).
 /// Exits 1 when a variant did not show what is expected of it.
 #[derive(Debug, Parser)]
 #[command(name = "seckill-lab", version)]
@@ -36,6 +37,7 @@ async fn lab(options: &mut LabOptions) -> anyhow::Result<ExitCode> {
     println!("{}", report.table());
     println!("report: {}", options.out.join("report.json").display());
     println!("chart:  {}", options.out.join("chart.svg").display());
+    println!("page:   {}", options.out.join("report.html").display());
     Ok(if report.problems().is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -67,7 +67,7 @@ pub struct LabOptions {
     /// at the end; it never touches the server's other tables.
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
-    /// Where the table, report.json, chart.svg and the instances' logs go (the default
+    /// Where the table, report.json, chart.svg, the page (report.html) and the instances' logs go (the default
     /// is `lab/` in the cargo target directory).
     #[arg(long, value_name = "DIR", default_value_os_t = crate::paths::default_out())]
     pub out: PathBuf,
@@ -84,6 +84,10 @@ pub struct LabOptions {
     /// Whether to run the voucher scenario.
     #[arg(long = "no-vouchers", action = clap::ArgAction::SetFalse, help = "Skip the voucher scenario")]
     pub vouchers: bool,
+    /// How long each of the three store measurements (uncontended lock + unlock,
+    /// hand-offs, 64 locks at once) runs per store after the variants; 0s skips them.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub store_time: Duration,
     /// Whether to draw a progress bar (only ever on a terminal).
     #[arg(long = "no-progress", action = clap::ArgAction::SetFalse, help = "No progress bar")]
     pub progress: bool,
@@ -119,6 +123,7 @@ impl LabOptions {
             users: 1000,
             attempts: 3,
             vouchers: true,
+            store_time: Duration::from_secs(1),
             progress: true,
             lab: LabConfig::default(),
         }
@@ -160,6 +165,10 @@ impl LabOptions {
                 || self.redlock_redis.len() >= seckill::settings::MIN_REDLOCK_SERVERS,
             "invalid value for --redlock-redis: give {} or more servers, or none to let the lab start three",
             seckill::settings::MIN_REDLOCK_SERVERS
+        );
+        anyhow::ensure!(
+            self.store_time <= Duration::from_secs(60),
+            "invalid value for --store-time: at most 60s per phase (0s skips the store measurement)"
         );
         self.lab.validate()?;
         Ok(())
@@ -209,6 +218,7 @@ mod tests {
             &["--stock", "0"],
             &["--redlock-redis", "redis://a"],
             &["--lab-lock-wait", "0s"],
+            &["--store-time", "2m"],
         ] {
             let options = parse(bad).expect("parses");
             assert!(options.validate().is_err(), "{bad:?}");

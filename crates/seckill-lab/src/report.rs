@@ -1,4 +1,5 @@
-//! The lab's results: the table, `report.json` and `chart.svg`.
+//! The lab's results: the table, `report.json`, `chart.svg` and the page,
+//! `report.html` (drawn from the JSON by [`crate::page`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,7 +14,9 @@ use seckill::oversell::{LabState, Variant};
 
 use crate::expect::{Verdict, verdict};
 use crate::load::LoadResult;
+use crate::machine::Machine;
 use crate::options::LabOptions;
+use crate::stores::StoreRow;
 use crate::topology::Topology;
 
 /// One variant's line of the table.
@@ -47,11 +50,17 @@ pub struct VariantRow {
     pub throughput: f64,
     /// Median latency, ms.
     pub p50_ms: f64,
+    /// 90th percentile latency, ms.
+    pub p90_ms: f64,
     /// 99th percentile latency, ms.
     pub p99_ms: f64,
+    /// Slowest request, ms.
+    pub max_ms: f64,
     /// What the injected faults did.
     pub faults: Vec<String>,
-    /// `{lab}:lock` at the end: present, and its TTL (none: no expiry).
+    /// `{lab}:lock` at the end: present, and its TTL (none: no expiry). In the JSON:
+    /// `null` when absent, else `{"ttl_ms": ms or null}`.
+    #[serde(serialize_with = "lock_left_json")]
     pub lock_left: Option<Option<i64>>,
     /// `watchdog`: the lock's TTL (ms) sampled during each stall.
     pub ttl_samples: Vec<Vec<i64>>,
@@ -92,13 +101,25 @@ impl VariantRow {
             foreign_deletes: state.foreign_deletes,
             throughput: load.throughput(),
             p50_ms: load.latency_ms(0.5),
+            p90_ms: load.latency_ms(0.9),
             p99_ms: load.latency_ms(0.99),
+            max_ms: load.latency_ms(1.0),
             faults: state.faults.clone(),
             lock_left: state.lock.present.then_some(state.lock.ttl_ms),
             ttl_samples: state.ttl_samples.clone(),
             ttl_refreshed: state.ttl_refreshed,
         }
     }
+}
+
+/// `Some(None)` (a lock without expiry) and `None` (no lock) would both be `null`.
+#[allow(clippy::ref_option, clippy::option_option)] // the field's type, as serde passes it
+fn lock_left_json<S: serde::Serializer>(
+    lock: &Option<Option<i64>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    lock.map(|ttl_ms| serde_json::json!({ "ttl_ms": ttl_ms }))
+        .serialize(s)
 }
 
 /// One run of the voucher scenario.
@@ -157,10 +178,31 @@ pub struct Report {
     pub stall_ms: u128,
     /// Watchdog lease, ms.
     pub watchdog_lease_ms: u128,
+    /// How long a lab request waits for a held lock before it gives up, ms.
+    pub lock_wait_ms: u128,
+    /// The watchdog variant stalls when the stock read is a multiple of this.
+    pub stall_every: i64,
     /// One row per variant.
     pub variants: Vec<VariantRow>,
     /// The voucher scenario: the lock flow, the same without the lock, the Lua flow.
     pub vouchers: Vec<VoucherRow>,
+    /// How long each phase of the store measurement ran per store, ms (0: skipped).
+    pub store_phase_ms: u128,
+    /// The stores measured, in the order the page lists them.
+    pub stores: Vec<StoreRow>,
+    /// The stores the lab knows of but this run did not measure, and why.
+    pub stores_left_out: Vec<LeftOut>,
+    /// The machine and build.
+    pub machine: Machine,
+}
+
+/// A store a run did not measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOut {
+    /// Its id (one of [`crate::stores::KNOWN_STORES`]).
+    pub store: String,
+    /// Why it is not in the run.
+    pub why: String,
 }
 
 impl Report {
@@ -189,9 +231,47 @@ impl Report {
             lease_ms: options.lab.lease.as_millis(),
             stall_ms: options.lab.stall.as_millis(),
             watchdog_lease_ms: options.watchdog_lease.as_millis(),
+            lock_wait_ms: options.lab.lock_wait.as_millis(),
+            stall_every: options.lab.stall_every,
             variants,
             vouchers,
+            store_phase_ms: 0,
+            stores: Vec::new(),
+            stores_left_out: Vec::new(),
+            machine: Machine::default(),
         }
+    }
+
+    /// The same report with the store measurement's rows; every known store without a
+    /// row is listed as left out, with `why` saying why (`None`: the lab does not
+    /// support that store yet).
+    ///
+    /// ```no_run
+    /// # async fn demo(options: seckill_lab::LabOptions) -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// let report = seckill_lab::run(&options).await?;
+    /// let report = report.with_stores(Duration::ZERO, Vec::new(), |_| Some("skipped".into()));
+    /// assert_eq!(report.stores_left_out.len(), seckill_lab::KNOWN_STORES.len());
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_stores(
+        mut self,
+        phase: std::time::Duration,
+        stores: Vec<StoreRow>,
+        why: impl Fn(&str) -> Option<String>,
+    ) -> Self {
+        self.store_phase_ms = phase.as_millis();
+        self.stores_left_out = crate::stores::KNOWN_STORES
+            .iter()
+            .filter(|(id, _)| !stores.iter().any(|s| s.store == *id))
+            .map(|(id, _)| LeftOut {
+                store: (*id).to_owned(),
+                why: why(id).unwrap_or_else(|| "not supported by the lab yet".into()),
+            })
+            .collect();
+        self.stores = stores;
+        self
     }
 
     /// Everything that differs from what is expected: a variant whose verdict is
@@ -208,6 +288,11 @@ impl Report {
                 ));
             } else if row.expected == Verdict::Correct && row.errors > 0 {
                 problems.push(format!("{}: {} requests failed", row.variant, row.errors));
+            }
+        }
+        for s in &self.stores {
+            if let Some(e) = &s.error {
+                problems.push(format!("store measurement of {}: {e}", s.store));
             }
         }
         for v in &self.vouchers {
@@ -279,6 +364,7 @@ impl Report {
         }
         self.write_notes(&mut t);
         self.write_vouchers(&mut t);
+        self.write_stores(&mut t);
         let problems = self.problems();
         if problems.is_empty() {
             let _ = writeln!(t, "\nAs expected: {}.", self.summary());
@@ -363,6 +449,52 @@ impl Report {
         }
     }
 
+    fn write_stores(&self, t: &mut String) {
+        if self.stores.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            t,
+            "\nStores ({} ms per measurement; the page has the fault suite's verdicts):",
+            self.store_phase_ms
+        );
+        let _ = writeln!(
+            t,
+            "{:<11} {:>22} {:>22} {:>14}",
+            "store", "uncontended p50/p99 us", "hand-off p50/p99 us", "pairs/s at 64"
+        );
+        let pair = |l: Option<crate::stores::Latency>| {
+            l.map_or_else(
+                || "-".to_owned(),
+                |l| format!("{:.0} / {:.0}", l.p50_us, l.p99_us),
+            )
+        };
+        for s in &self.stores {
+            let _ = writeln!(
+                t,
+                "{:<11} {:>22} {:>22} {:>14}{}",
+                s.store,
+                pair(s.uncontended),
+                pair(s.handoff),
+                s.pairs_per_s_64
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.0}")),
+                match (&s.error, s.failed_calls) {
+                    (Some(e), _) => format!("  failed: {e}"),
+                    (None, 0) => String::new(),
+                    (None, n) => format!("  ({n} calls failed)"),
+                }
+            );
+        }
+        if !self.stores_left_out.is_empty() {
+            let names: Vec<&str> = self
+                .stores_left_out
+                .iter()
+                .map(|l| l.store.as_str())
+                .collect();
+            let _ = writeln!(t, "not in this run: {}", names.join(", "));
+        }
+    }
+
     fn write_vouchers(&self, t: &mut String) {
         if !self.vouchers.is_empty() {
             let _ = writeln!(t, "\nVoucher flash sale (unique index off):");
@@ -398,15 +530,21 @@ impl Report {
         }
     }
 
-    /// Writes `report.json`, `table.txt` and `chart.svg` into `dir`.
+    /// Writes `report.json`, `table.txt`, `chart.svg` and `report.html` into `dir`.
     ///
     /// # Errors
     ///
     /// When a file cannot be written.
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let json = serde_json::to_string_pretty(self)?;
-        std::fs::write(dir.join("report.json"), json).context("writing report.json")?;
+        let json = serde_json::to_value(self)?;
+        std::fs::write(
+            dir.join("report.json"),
+            serde_json::to_string_pretty(&json)?,
+        )
+        .context("writing report.json")?;
+        std::fs::write(dir.join("report.html"), crate::page::render(&json))
+            .context("writing report.html")?;
         std::fs::write(dir.join("table.txt"), self.table()).context("writing table.txt")?;
         std::fs::write(dir.join("chart.svg"), self.svg()).context("writing chart.svg")?;
         Ok(())
@@ -510,7 +648,7 @@ fn thin(samples: &[i64]) -> String {
 }
 
 /// `a`, `a and b`, `a, b and c`.
-fn and_list(names: &[&str]) -> String {
+pub(crate) fn and_list(names: &[&str]) -> String {
     match names {
         [] => String::new(),
         [one] => (*one).to_owned(),

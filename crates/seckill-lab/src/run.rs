@@ -15,11 +15,13 @@ use seckill::oversell::{LabState, Variant};
 use crate::cluster::{Cluster, InstanceArgs};
 use crate::expect::expected;
 use crate::load::{LoadResult, MakeRequest, fire, http_client, instance};
+use crate::machine::Machine;
 use crate::options::LabOptions;
 use crate::report::{Report, VariantRow, VoucherRow};
 use crate::scratch::ScratchDb;
 use crate::servers::start_servers;
 use crate::shop::{buy, log_in, open_voucher};
+use crate::stores::{StoreServers, measure_stores};
 use crate::topology::OwnRedis;
 
 fn progress_bar(enabled: bool, len: u64) -> ProgressBar {
@@ -35,7 +37,8 @@ fn progress_bar(enabled: bool, len: u64) -> ProgressBar {
     bar
 }
 
-/// Runs the lab and writes `report.json`, `table.txt` and `chart.svg` under `out`.
+/// Runs the lab, then measures the stores (`--store-time` per phase), and writes
+/// `report.json`, `table.txt`, `chart.svg` and `report.html` under `out`.
 ///
 /// # Errors
 ///
@@ -44,6 +47,7 @@ fn progress_bar(enabled: bool, len: u64) -> ProgressBar {
 /// error: it is the lab's result.
 pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     options.validate()?;
+    let mut machine = Machine::read();
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("cannot create {}", options.out.display()))?;
     let (redis_url, _main) = match &options.redis {
@@ -62,10 +66,40 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     };
     let scratch =
         ScratchDb::create(options.database.as_deref(), &options.out, "seckill_lab").await?;
-    let result = run_on(options, &scratch, redis_url, redlock).await;
+    let result = run_on(options, &scratch, redis_url.clone(), redlock.clone()).await;
     let dropped = scratch.drop().await;
     let report = result?;
     dropped?;
+
+    // The store trade-off, on the servers above, once the instances are stopped.
+    let servers = StoreServers {
+        redis_words: report.redis.clone(),
+        redis: redis_url,
+        redlock_words: if options.redlock_redis.is_empty() {
+            format!("{} Redis servers started by the lab", redlock.len())
+        } else {
+            format!("{} Redis servers given with --redlock-redis", redlock.len())
+        },
+        redlock,
+    };
+    let stores = if options.store_time.is_zero() {
+        Vec::new()
+    } else {
+        measure_stores(&servers, options.store_time).await
+    };
+    let skipped = options.store_time.is_zero();
+    let mut report = report.with_stores(options.store_time, stores, |id| match id {
+        _ if skipped && matches!(id, "redis-lock" | "fair-lock" | "redlock") => {
+            Some("the store measurement was skipped (--store-time 0s)".into())
+        }
+        "redlock" => {
+            Some("the redlock variant was not run, so the lab started no Redlock servers".into())
+        }
+        _ => None,
+    });
+    machine.finish();
+    report.machine = machine;
+    report.write(&options.out)?;
     Ok(report)
 }
 
@@ -142,9 +176,7 @@ async fn run_on(
     bar.finish_and_clear();
     db.close().await;
 
-    let report = Report::new(options, scratch.backend(), rows, vouchers);
-    report.write(&options.out)?;
-    Ok(report)
+    Ok(Report::new(options, scratch.backend(), rows, vouchers))
 }
 
 async fn run_variant(
