@@ -81,10 +81,11 @@ impl TestRecorder {
     }
 }
 
-/// The series of `name` whose labels are exactly `labels`.
+/// The series of `name` whose labels are exactly the Redis store's label and `labels`.
 fn key(name: &'static str, labels: &[(&'static str, &str)]) -> Key {
-    let labels: Vec<metrics::Label> = labels
+    let labels: Vec<metrics::Label> = [("store", "redis")]
         .iter()
+        .chain(labels)
         .map(|(k, v)| metrics::Label::new(*k, (*v).to_owned()))
         .collect();
     Key::from_parts(name, labels)
