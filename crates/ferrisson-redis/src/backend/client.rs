@@ -74,7 +74,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a malformed URL, [`Error::Connect`] when the server
-    /// cannot be reached or refuses the credentials, [`Error::UnsupportedServer`] when it
+    /// cannot be reached or refuses the credentials, [`RedisStoreError::UnsupportedServer`](crate::RedisStoreError::UnsupportedServer) when it
     /// is older than Redis 7.0.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
@@ -338,7 +338,7 @@ impl ClientBuilder {
     /// lock within `timeout` (`WAIT`) before it counts (default: none).
     ///
     /// A grant that fewer replicas acknowledged is undone and reported as
-    /// [`Error::NotReplicated`]; a renewal that fewer acknowledged counts as failed, so a
+    /// [`RedisStoreError::NotReplicated`](crate::RedisStoreError::NotReplicated); a renewal that fewer acknowledged counts as failed, so a
     /// holder's lease is extended only by renewals its replicas have. Then a failover to
     /// one of those replicas keeps every lock its holders believe they hold (see
     /// `docs/SAFETY.md` for what it does not cover: a replica that acknowledged and then
@@ -367,7 +367,7 @@ impl ClientBuilder {
     /// (or Valkey), with `appendonly yes` on every server whose file is required.
     ///
     /// A grant that fewer files had on disk in time is undone and reported as
-    /// [`Error::NotPersisted`]; a renewal that fewer had counts as failed, so a holder's
+    /// [`RedisStoreError::NotPersisted`](crate::RedisStoreError::NotPersisted); a renewal that fewer had counts as failed, so a holder's
     /// lease is extended only by renewals on disk where required. Then a restart of the
     /// master, or of a replica that acknowledged, keeps every lock its holders believe
     /// they hold, as far as the server's `appendfsync` policy keeps its file (see
@@ -385,7 +385,7 @@ impl ClientBuilder {
     ///
     /// The server is checked at connect: one without `WAITAOF`, or with the master's own
     /// file required and `appendonly no` or `appendfsync no` (it never syncs by itself,
-    /// so it never acknowledges), is refused with [`Error::AofAcksUnavailable`].
+    /// so it never acknowledges), is refused with [`RedisStoreError::AofAcksUnavailable`](crate::RedisStoreError::AofAcksUnavailable).
     ///
     /// ```no_run
     /// # async fn demo() -> ferrisson_redis::Result<()> {
@@ -648,7 +648,7 @@ async fn check_server<C: ConnectionLike + Send>(
 /// shebang (`#!lua flags=allow-oom`, ...).
 const MIN_SERVER_MAJOR: u32 = 7;
 
-/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`]; returns the
+/// Refuses a server older than Redis 7.0 with [`RedisStoreError::UnsupportedServer`](crate::RedisStoreError::UnsupportedServer); returns the
 /// version it reported.
 ///
 /// Reads the version from `HELLO`, not `INFO`: an ACL may forbid `INFO`, but not `HELLO`,

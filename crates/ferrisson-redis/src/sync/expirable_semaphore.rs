@@ -249,7 +249,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         // SET NX: a repeat finds the counter set and answers false, so it is not resent.
         let set: Option<String> = self
@@ -280,7 +280,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached (it may or may not have been set:
+    /// [`Error::Store`] when Redis cannot be reached (it may or may not have been set:
     /// setting it again is harmless).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
         self.shared
@@ -308,7 +308,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Redis`] when Redis
+    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Store`] when Redis
     /// cannot be reached.
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
         if delta == 0 {
@@ -341,7 +341,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn drain(&self) -> Result<u64> {
         self.shared
@@ -366,7 +366,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn available_permits(&self) -> Result<i64> {
         self.read(0)
@@ -387,7 +387,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn inspect(&self) -> Result<ExpirableSemaphoreInfo> {
         self.read(INSPECT_LIMIT).await
     }
@@ -404,7 +404,7 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. An attempt
+    /// deleted while waiting), [`Error::Store`] when Redis cannot be reached. An attempt
     /// that fails after it was sent (its reply timed out, or the connection broke) may
     /// have taken permits on the server: they are given back before the error is
     /// returned, or, if Redis cannot be reached for that either, when their lease runs out.
@@ -568,7 +568,7 @@ impl ExpirableSemaphore {
     /// [`Error::LeaseExpired`] when the permit was unknown (already released, or
     /// reclaimed after its lease ran out) or its lease had run out: it is free now
     /// either way. After a lost reply a retry cannot tell its own first try from a
-    /// reclaim, and reports the same. [`Error::Redis`] when Redis cannot be reached
+    /// reclaim, and reports the same. [`Error::Store`] when Redis cannot be reached
     /// (after retries; a release is safe to repeat).
     ///
     /// # Cancel safety
@@ -595,7 +595,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Redis`]
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Store`]
     /// when Redis cannot be reached.
     pub async fn update_lease(&self, id: PermitId, lease: Duration) -> Result<bool> {
         self.shared.update_lease(id, lease).await
@@ -612,7 +612,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn delete(&self) -> Result<bool> {
         let deleted = self
             .shared
@@ -1064,7 +1064,7 @@ impl ExpirablePermit {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Redis`]
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Store`]
     /// when Redis cannot be reached.
     ///
     /// # Cancel safety
@@ -1099,7 +1099,7 @@ impl ExpirablePermit {
     /// before this call, or reclaimed and maybe taken by another holder). Success is never
     /// a guess: when a reply was lost and the retry finds the permit gone after this
     /// permit's own [`remaining`](ExpirablePermit::remaining) reached zero, the answer is
-    /// `LeaseExpired`. [`Error::Redis`] when Redis cannot be reached after retries; the
+    /// `LeaseExpired`. [`Error::Store`] when Redis cannot be reached after retries; the
     /// permit then comes back when its lease runs out.
     ///
     /// # Cancel safety

@@ -174,7 +174,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         // SET NX: a repeat finds the counter set and answers false, so it is not resent.
         let set: Option<String> = self
@@ -203,7 +203,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached (it may or may not have been set:
+    /// [`Error::Store`] when Redis cannot be reached (it may or may not have been set:
     /// setting it again is harmless).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
         self.client
@@ -231,7 +231,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Redis`] when Redis
+    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Store`] when Redis
     /// cannot be reached.
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
         if delta == 0 {
@@ -258,7 +258,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn available_permits(&self) -> Result<i64> {
         self.inspect()
@@ -283,7 +283,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn drain(&self) -> Result<u64> {
         self.client
@@ -310,7 +310,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. Permits of
+    /// deleted while waiting), [`Error::Store`] when Redis cannot be reached. Permits of
     /// a plain semaphore carry no owner: an attempt that fails after the server ran it
     /// (its reply timed out, or the connection broke in between) leaves its permits
     /// taken, and nothing can tell them from held ones. Where that matters, use an
@@ -454,7 +454,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn inspect(&self) -> Result<SemaphoreInfo> {
         let available: Option<i64> = self
             .client
@@ -480,7 +480,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn delete(&self) -> Result<bool> {
         let deleted = self
             .client
@@ -659,7 +659,7 @@ impl SemaphorePermit {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore was deleted meanwhile (nothing is
-    /// given back), [`Error::Redis`] when Redis could not be reached: the permits may or
+    /// given back), [`Error::Store`] when Redis could not be reached: the permits may or
     /// may not be back, and since they have no expiry, permits lost this way stay taken
     /// until [`Semaphore::add_permits`] returns them.
     ///
