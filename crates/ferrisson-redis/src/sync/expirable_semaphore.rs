@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Value;
 use tokio::time::Instant;
 
 use crate::api::error::{Error, Result};
@@ -19,19 +18,18 @@ use crate::backend::scripts::semaphore::{
     SemaphoreAdd, SemaphoreDelete, SemaphoreDrain, SemaphoreSet,
 };
 use crate::backend::scripts::xsem::{
-    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemUpdateLease,
+    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemSnapshot,
+    XsemUpdateLease,
 };
 use crate::observe::acquire::Grant;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
+use crate::primitive::release::resend_until_answered;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
 use crate::sync::semaphore::{DEFAULT_SEMAPHORE_RECHECK, validate_permits, validate_recheck};
 
-/// How often a release is sent again after a connection error (safe: releasing an id
-/// twice returns it once).
-const RELEASE_ATTEMPTS: u32 = 3;
 /// At most this many held permits are listed by [`ExpirableSemaphore::inspect`].
 const INSPECT_LIMIT: usize = 1000;
 
@@ -627,7 +625,7 @@ impl ExpirableSemaphore {
     }
 
     async fn read(&self, limit: usize) -> Result<ExpirableSemaphoreInfo> {
-        let reply = self
+        let snapshot = self
             .shared
             .client
             .connection()
@@ -636,7 +634,21 @@ impl ExpirableSemaphore {
                 limit,
             })
             .await?;
-        parse_inspect(&self.shared.name, &reply)
+        let mut info = ExpirableSemaphoreInfo {
+            name: self.shared.name.to_string(),
+            available_permits: None,
+            held_count: 0,
+            held: Vec::new(),
+        };
+        if let XsemSnapshot::Present { free, live, held } = snapshot {
+            info.available_permits = Some(free);
+            info.held_count = live;
+            info.held = held
+                .into_iter()
+                .map(|(id, ttl)| HeldPermit { id, ttl })
+                .collect();
+        }
+        Ok(info)
     }
 
     async fn wait_for(&self, permits: u32, wait: Option<Duration>) -> Result<Option<Granted>> {
@@ -825,38 +837,27 @@ impl Shared {
     }
 
     async fn release(&self, id: PermitId, hold: Option<&Hold>) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let reply = self
-                .client
-                .connection()
-                .run(&XsemRelease {
-                    keys: self.xsem_keys(),
-                    id,
-                })
-                .await;
-            match reply {
-                Ok(PermitReturned::Returned) => return Ok(()),
-                // After a lost reply, "unknown" means either that the first try released
-                // it, or that the lease ran out and another acquire reclaimed it (and
-                // may hold it now). Only a local deadline still ahead rules the second
-                // out (the server's lease never ends before it); otherwise the permit
-                // cannot be shown to have been running.
-                Ok(PermitReturned::Unknown) if attempt > 1 && hold.is_some_and(Hold::is_held) => {
-                    return Ok(());
-                }
-                Ok(PermitReturned::Unknown | PermitReturned::ReturnedLate) => {
-                    return Err(self.lease_expired());
-                }
-                Err(e) => {
-                    if !e.is_connection_error() || attempt >= RELEASE_ATTEMPTS {
-                        return Err(e);
-                    }
-                    tracing::debug!(semaphore = %self.name, error = %e, "release failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                }
-            }
+        // Resent after any connection error: releasing an id twice returns it once.
+        let answered =
+            resend_until_answered(&self.name, Error::is_connection_error, move || async move {
+                self.client
+                    .connection()
+                    .run(&XsemRelease {
+                        keys: self.xsem_keys(),
+                        id,
+                    })
+                    .await
+            })
+            .await?;
+        match answered.reply {
+            PermitReturned::Returned => Ok(()),
+            // After a lost reply, "unknown" means either that the first try released
+            // it, or that the lease ran out and another acquire reclaimed it (and
+            // may hold it now). Only a local deadline still ahead rules the second
+            // out (the server's lease never ends before it); otherwise the permit
+            // cannot be shown to have been running.
+            PermitReturned::Unknown if answered.resent && hold.is_some_and(Hold::is_held) => Ok(()),
+            PermitReturned::Unknown | PermitReturned::ReturnedLate => Err(self.lease_expired()),
         }
     }
 
@@ -870,40 +871,6 @@ impl Shared {
                 lease,
             })
             .await
-    }
-}
-
-fn parse_inspect(name: &str, reply: &[Value]) -> Result<ExpirableSemaphoreInfo> {
-    let bad = || Error::Protocol(format!("expirable semaphore inspect returned {reply:?}"));
-    let int = |v: &Value| match v {
-        Value::Int(n) => Ok(*n),
-        _ => Err(bad()),
-    };
-    let mut info = ExpirableSemaphoreInfo {
-        name: name.to_owned(),
-        available_permits: None,
-        held_count: 0,
-        held: Vec::new(),
-    };
-    match reply {
-        [Value::Int(0)] => Ok(info),
-        [Value::Int(1), free, live, held @ ..] if held.len() % 2 == 0 => {
-            info.available_permits = Some(int(free)?);
-            info.held_count = int(live)?.unsigned_abs();
-            for pair in held.chunks_exact(2) {
-                let id = match &pair[0] {
-                    Value::BulkString(bytes) => std::str::from_utf8(bytes)
-                        .map_err(|_| bad())?
-                        .parse()
-                        .map_err(|_| bad())?,
-                    _ => return Err(bad()),
-                };
-                let remaining = Duration::from_millis(int(&pair[1])?.unsigned_abs());
-                info.held.push(HeldPermit { id, ttl: remaining });
-            }
-            Ok(info)
-        }
-        _ => Err(bad()),
     }
 }
 

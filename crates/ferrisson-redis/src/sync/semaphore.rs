@@ -17,6 +17,7 @@ use crate::observe::hold::HoldMeter;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
+use crate::primitive::release::resend_until_answered;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
 
@@ -27,9 +28,6 @@ use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
 /// assert_eq!(ferrisson_redis::DEFAULT_SEMAPHORE_RECHECK, std::time::Duration::from_secs(1));
 /// ```
 pub const DEFAULT_SEMAPHORE_RECHECK: Duration = Duration::from_secs(1);
-
-/// How often a release is sent again when the connection refused it (it was not applied).
-const RELEASE_ATTEMPTS: u32 = 3;
 
 impl Client {
     /// A handle to the counting semaphore called `name` (no Redis traffic until used).
@@ -560,33 +558,27 @@ impl Semaphore {
 /// release whose reply was lost cannot be told apart from one never applied; it is only
 /// sent again when the connection refused it (certainly not applied), never twice.
 async fn release_permits(client: &Client, name: &str, keys: &Keys, permits: u32) -> Result<()> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let reply = client
+    let refused =
+        |e: &Error| failed_command(e).is_some_and(redis::RedisError::is_connection_refusal);
+    // Resent only when refused (certainly not applied): a second release of the same
+    // permits would give them back twice.
+    let answered = resend_until_answered(name, refused, move || async move {
+        client
             .connection()
             .run(&SemaphoreRelease {
                 key: keys.main(),
                 channel: keys.channel(),
                 permits,
             })
-            .await;
-        match reply {
-            Ok(true) => return Ok(()),
-            Ok(false) => {
-                return Err(Error::NotInitialized {
-                    name: name.to_owned(),
-                });
-            }
-            Err(e)
-                if failed_command(&e).is_some_and(redis::RedisError::is_connection_refusal)
-                    && attempt < RELEASE_ATTEMPTS =>
-            {
-                tracing::debug!(semaphore = %name, error = %e, "release refused; retrying");
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-            }
-            Err(e) => return Err(e),
-        }
+            .await
+    })
+    .await?;
+    if answered.reply {
+        Ok(())
+    } else {
+        Err(Error::NotInitialized {
+            name: name.to_owned(),
+        })
     }
 }
 
