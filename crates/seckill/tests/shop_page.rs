@@ -135,10 +135,10 @@ async fn a_shopper_buys_once_is_refused_twice_and_sees_the_voucher_sell_out() {
         ),
     )
     .await;
-    let user_id: String = page
-        .eval("JSON.parse(sessionStorage.getItem('seckill.session')).user_id")
+    let (user_id, token): (String, String) = page
+        .eval("(s => [s.user_id, s.token])(JSON.parse(sessionStorage.getItem('seckill.session')))")
         .await
-        .expect("the session's user id");
+        .expect("the page's session");
 
     // Buy: the order is placed, the stock goes down, the order is among the buyer's.
     page.click(&format!("{card} button.buy"))
@@ -149,14 +149,21 @@ async fn a_shopper_buys_once_is_refused_twice_and_sees_the_voucher_sell_out() {
         "the purchase",
         &format!(
             "document.querySelector({})?.dataset.code === 'ORDERED' && {} === '{}' \
-             && document.querySelectorAll('#my-orders tbody tr').length === 1",
+             && document.querySelectorAll('#my-orders tbody tr').length === 1 \
+             && !document.querySelector({}).disabled",
             js(&format!("{card} .message")),
             text_of(&format!("{card} .stock")),
-            stock - 1
+            stock - 1,
+            js(&format!("{card} button.buy"))
         ),
     )
     .await;
-    let (_, orders) = call(http.get(format!("{base}/vouchers/{voucher}/orders"))).await;
+    // The buyer's orders as the API gives them to the buyer.
+    let (_, orders) = call(
+        http.get(format!("{base}/vouchers/{voucher}/orders"))
+            .bearer_auth(&token),
+    )
+    .await;
     let mine: Vec<String> = orders["orders"]
         .as_array()
         .expect("orders")
