@@ -394,7 +394,9 @@ function renderLive(counts) {
   byId('live-rate').textContent = seconds > 0 ? ((ordered - base.ordered) / seconds).toFixed(1) : '0.0';
   byId('live-ordered').textContent = String(ordered);
 
-  // Orders/s between consecutive samples, over the last minute.
+  // Orders/s between consecutive samples, over the last minute (or since the page
+  // opened, at least ten seconds: the line spans the chart from the start).
+  const span = Math.min(CHART_MS, Math.max(now - shop.samples[0].at, 10 * POLL_MS));
   const rates = [];
   for (let i = 1; i < shop.samples.length; i += 1) {
     const [a, b] = [shop.samples[i - 1], shop.samples[i]];
@@ -402,7 +404,7 @@ function renderLive(counts) {
   }
   const top = Math.max(1, ...rates.map((r) => r.rate));
   byId('live-line').setAttribute('points', rates.map((r) => {
-    const x = 240 - ((now - r.at) / CHART_MS) * 240;
+    const x = 240 - ((now - r.at) / span) * 240;
     const y = 46 - (r.rate / top) * 44;
     return `${x.toFixed(1)},${y.toFixed(1)}`;
   }).join(' '));
