@@ -420,6 +420,12 @@ impl LoadedPage {
     /// view, with the mouse, at its centre (so a disabled or covered button does not
     /// take the click).
     ///
+    /// ```no_run
+    /// # async fn demo(page: &browser_check::LoadedPage) -> Result<(), browser_check::Error> {
+    /// page.click("#login-button").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NoMatch`] when nothing matches; [`Error::Browser`] when the browser
@@ -436,6 +442,12 @@ impl LoadedPage {
 
     /// Clicks the first element `selector` matches and types `text` into it, key by
     /// key.
+    ///
+    /// ```no_run
+    /// # async fn demo(page: &browser_check::LoadedPage) -> Result<(), browser_check::Error> {
+    /// page.type_into("#phone", "13800138000").await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

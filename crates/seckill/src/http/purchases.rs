@@ -21,6 +21,14 @@ use crate::error::ErrorBody;
 /// Counter: answers to purchase attempts (`POST /vouchers/{id}/seckill`), by `outcome`:
 /// `ORDERED` for an order placed, else the refusal's error code (`HTTP_<status>` for a
 /// reply without one).
+///
+/// ```
+/// use seckill::http::purchases::PURCHASES;
+///
+/// // One line of `GET /metrics`:
+/// let line = r#"seckill_purchases_total{outcome="SOLD_OUT"} 12"#;
+/// assert!(line.starts_with(PURCHASES));
+/// ```
 pub const PURCHASES: &str = "seckill_purchases_total";
 
 /// The outcome of a purchase that placed an order.

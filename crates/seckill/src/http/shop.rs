@@ -31,7 +31,13 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
-/// The routes of the page and its two files.
+/// The routes of the page and its two files, for [`router`](crate::http::router) to
+/// merge.
+///
+/// ```
+/// let shop: axum::Router<seckill::AppState> = seckill::http::shop::routes();
+/// # drop(shop);
+/// ```
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
