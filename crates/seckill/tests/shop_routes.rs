@@ -1,10 +1,10 @@
 //! The routes the shop page stands on, over HTTP: `GET /vouchers` (the newest vouchers
-//! with live stock and window), the purchase counter by outcome in `GET /metrics`, and
+//! with live stock and window; on every database backend configured), the purchase counter by outcome in `GET /metrics`, and
 //! the page's three files with their headers.
 
 mod common;
 
-use common::{TestDb, call, cluster, create_voucher, http, instance_args, login};
+use common::{TestDb, call, cluster, create_voucher, databases, http, instance_args, login};
 use ferrisson_testkit::RedisServer;
 use seckill::OrderFlow;
 use seckill::http::voucher_list::MAX_LISTED;
@@ -19,9 +19,16 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listing_shows_the_newest_vouchers_with_live_stock() {
+    for db in databases("the_listing_shows_the_newest_vouchers_with_live_stock").await {
+        eprintln!("the listing on {}", db.backend);
+        listing(&db.url).await;
+        db.cleanup().await;
+    }
+}
+
+async fn listing(database: &str) {
     let redis = RedisServer::start().expect("redis-server");
-    let db = TestDb::sqlite();
-    let cluster = cluster(1, &instance_args(&redis, &db.url, OrderFlow::Lock)).await;
+    let cluster = cluster(1, &instance_args(&redis, database, OrderFlow::Lock)).await;
     let base = &cluster.urls()[0];
     let http = http();
 
