@@ -1,6 +1,6 @@
 //! The routes the shop page stands on, over HTTP: `GET /vouchers` (the newest vouchers
-//! with live stock and window; on every database backend configured), the purchase counter by outcome in `GET /metrics`, and
-//! the page's three files with their headers.
+//! with live stock and window, on every database backend configured), the purchase
+//! counter by outcome in `GET /metrics`, and the page's three files with their headers.
 
 mod common;
 
