@@ -207,6 +207,8 @@ function renderVoucher(card, voucher, now) {
     card.buy.disabled = false;
     card.buy.textContent = 'Buy';
   }
+  // Every card's button says "Buy": a screen reader hears which voucher it buys.
+  card.buy.setAttribute('aria-label', `${card.buy.textContent}: ${voucher.title}`);
 }
 
 function renderVouchers() {
