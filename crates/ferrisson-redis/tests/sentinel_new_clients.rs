@@ -1,5 +1,6 @@
 //! Clients that connect while a Sentinel failover is under way reach the new master, never
-//! the old one.
+//! the old one; a client listens to every sentinel's announcements while it lives, and
+//! no longer once dropped.
 //!
 //! During a failover the sentinel leading it already names the promoted replica in
 //! `SENTINEL GET-MASTER-ADDR-BY-NAME`, while its `SENTINEL MASTER(S)` keeps the old
@@ -130,5 +131,69 @@ async fn clients_that_connect_during_a_failover_reach_the_new_master() -> anyhow
              {old_still_master})"
         );
     }
+    Ok(())
+}
+
+/// How long a dropped client's connections may take to close.
+const CLOSE_BOUND: Duration = Duration::from_secs(10);
+
+/// The connections each sentinel counts (`INFO clients`), the kit's own query included.
+fn sentinel_connections(group: &SentinelGroup) -> anyhow::Result<Vec<u64>> {
+    group
+        .sentinels()
+        .iter()
+        .map(|sentinel| {
+            let info = sentinel.query(&["INFO", "clients"])?;
+            let text = info.text().context("INFO is no text")?;
+            text.lines()
+                .find_map(|line| line.strip_prefix("connected_clients:"))
+                .and_then(|count| count.trim().parse().ok())
+                .with_context(|| format!("no connected_clients in {text}"))
+        })
+        .collect()
+}
+
+/// Polls the sentinels' connection counts until `done` holds for them, for at most
+/// [`CLOSE_BOUND`]; returns the last counts.
+fn wait_for_connections(
+    group: &SentinelGroup,
+    done: impl Fn(&[u64]) -> bool,
+) -> anyhow::Result<Vec<u64>> {
+    let deadline = Instant::now() + CLOSE_BOUND;
+    loop {
+        let counts = sentinel_connections(group)?;
+        if done(&counts) || Instant::now() >= deadline {
+            return Ok(counts);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client subscribes to every sentinel's announcements (one connection each), and a
+/// dropped client leaves none behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_listens_to_every_sentinel_until_dropped() -> anyhow::Result<()> {
+    let group = blocking(|| Ok(SentinelGroup::start()?))?;
+    let before = blocking(|| sentinel_connections(&group))?;
+    let client = Client::builder(&group.url()).connect().await?;
+    let lock = client.lock("listening")?;
+    lock.lock().await?.unlock().await?;
+    let listening = blocking(|| {
+        wait_for_connections(&group, |counts| {
+            counts.iter().zip(&before).all(|(now, was)| now > was)
+        })
+    })?;
+    anyhow::ensure!(
+        listening.iter().zip(&before).all(|(now, was)| now > was),
+        "not every sentinel has a connection of the client: {before:?} before, {listening:?} now"
+    );
+    drop(lock);
+    drop(client);
+    let after = blocking(|| wait_for_connections(&group, |counts| counts == before.as_slice()))?;
+    anyhow::ensure!(
+        after == before,
+        "the dropped client left connections to the sentinels: {before:?} before, {after:?} \
+         {CLOSE_BOUND:?} after the drop"
+    );
     Ok(())
 }
