@@ -134,6 +134,43 @@ async fn clients_that_connect_during_a_failover_reach_the_new_master() -> anyhow
     Ok(())
 }
 
+/// How long a connected client may take to reach the new master, at most (the test
+/// fails on its order of events, not on this bound).
+const FOLLOW_BOUND: Duration = Duration::from_secs(30);
+
+/// A client connected before a manual failover moves to the new master on the sentinels'
+/// announcement, while the old master still claims the role: not only once its calls fail
+/// there (a read, as here, never fails on a demoted master).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connected_client_follows_the_announced_master() -> anyhow::Result<()> {
+    let group = blocking(|| {
+        Ok(SentinelGroup::builder()
+            .down_after(Duration::from_secs(1))
+            .failover_timeout(Duration::from_secs(5))
+            .start()?)
+    })?;
+    let old = blocking(|| Ok(group.master()?))?;
+    let old_port = group.servers()[old].port();
+    let client = Client::builder(&group.url()).connect().await?;
+    anyhow::ensure!(served_port(&client).await? == old_port, "not on the master");
+
+    blocking(|| start_failover(&group.sentinels()[0], group.master_name()))?;
+    let new_port = blocking(|| first_new_master_named(&group, old_port))?;
+    let deadline = Instant::now() + FOLLOW_BOUND;
+    while served_port(&client).await? != new_port {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the client stayed off the new master {new_port} for {FOLLOW_BOUND:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::ensure!(
+        blocking(|| Ok(claims_master(&group.servers()[old])))?,
+        "the client reached the new master only after the old one was demoted"
+    );
+    Ok(())
+}
+
 /// How long a dropped client's connections may take to close.
 const CLOSE_BOUND: Duration = Duration::from_secs(10);
 
