@@ -435,7 +435,7 @@ impl ClientBuilder {
         let endpoint = Endpoint::parse(&self.url)?;
         // A timeout says how long, and for TLS the likeliest cause.
         let no_answer = NoAnswer {
-            timeout: Some(self.connect_timeout),
+            timeout: self.connect_timeout,
             tls: endpoint.is_tls(),
         };
         let connect_error = |cause: redis::RedisError| connect_error(no_answer.explain(cause));
@@ -464,7 +464,6 @@ impl ClientBuilder {
                     tls: self.tls.as_ref(),
                     credentials: &self.sentinel_credentials,
                     connect_timeout: self.connect_timeout,
-                    response_timeout: self.response_timeout,
                 };
                 let master = SentinelMaster::connect(&settings, config, push_handler)
                     .await
@@ -573,8 +572,8 @@ impl ClientBuilder {
 /// handshake); for a plain connection that was reset, that a TLS port does that.
 #[derive(Clone, Copy)]
 struct NoAnswer {
-    /// The timeout that ran out, when it is the connect timeout.
-    timeout: Option<Duration>,
+    /// The connect timeout, which ran out.
+    timeout: Duration,
     tls: bool,
 }
 
@@ -605,10 +604,7 @@ impl NoAnswer {
         } else {
             ""
         };
-        let waited = match self.timeout {
-            Some(timeout) => format!("within the connect timeout ({timeout:?})"),
-            None => "in time".to_owned(),
-        };
+        let waited = format!("within the connect timeout ({:?})", self.timeout);
         redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no answer {waited}{hint}"),

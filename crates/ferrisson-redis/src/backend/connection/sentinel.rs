@@ -60,8 +60,9 @@ pub(crate) struct SentinelSettings<'a> {
     pub(crate) data: &'a ConnectionInfo,
     pub(crate) tls: Option<&'a TlsConfig>,
     pub(crate) credentials: &'a SentinelCredentials,
+    /// Bounds each connection of a lookup and each of its replies: a lookup is part of
+    /// connecting.
     pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
 }
 
 impl SentinelMaster {
@@ -79,7 +80,6 @@ impl SentinelMaster {
             settings.tls,
             settings.credentials,
             settings.connect_timeout,
-            settings.response_timeout,
         )?;
         let (manager, address) = resolve(&sentinels, &config, &push).await?;
         let followed = Arc::new(Followed {

@@ -28,7 +28,7 @@ pub(super) struct Sentinels {
     /// The master's credentials, database and TLS mode (its address is replaced).
     data: ConnectionInfo,
     tls: Option<TlsConfig>,
-    /// The connect and response timeouts of every lookup.
+    /// The connect timeout, for every connection and reply of a lookup.
     timeouts: AsyncConnectionConfig,
 }
 
@@ -65,7 +65,6 @@ impl Sentinels {
         tls: Option<&TlsConfig>,
         credentials: &SentinelCredentials,
         connect_timeout: Duration,
-        response_timeout: Duration,
     ) -> Result<Self> {
         let is_tls = matches!(data.addr(), ConnectionAddr::TcpTls { .. });
         if tls.is_some() && !is_tls {
@@ -100,7 +99,7 @@ impl Sentinels {
             tls: tls.cloned(),
             timeouts: AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
-                .set_response_timeout(Some(response_timeout)),
+                .set_response_timeout(Some(connect_timeout)),
         })
     }
 
