@@ -13,7 +13,7 @@ use crate::api::lease::validate_lease;
 use crate::backend::acks::{Acknowledgements, AofAcks, AofWait, ReplicaAcks};
 use crate::backend::connection::Connection;
 use crate::backend::connection::cluster::ClusterNodes;
-use crate::backend::connection::sentinel::{SentinelCredentials, SentinelMaster};
+use crate::backend::connection::sentinel::{SentinelCredentials, SentinelMaster, SentinelSettings};
 use crate::backend::endpoint::{Endpoint, redact_url};
 use crate::backend::holds::Holds;
 use crate::backend::keys::{Keys, validate_namespace};
@@ -435,9 +435,7 @@ impl ClientBuilder {
         let endpoint = Endpoint::parse(&self.url)?;
         // A timeout says how long, and for TLS the likeliest cause.
         let no_answer = NoAnswer {
-            // redis-rs asks the sentinels with its own timeout, not this one.
-            timeout: (!matches!(endpoint, Endpoint::Sentinel { .. }))
-                .then_some(self.connect_timeout),
+            timeout: self.connect_timeout,
             tls: endpoint.is_tls(),
         };
         let connect_error = |cause: redis::RedisError| connect_error(no_answer.explain(cause));
@@ -459,17 +457,17 @@ impl ClientBuilder {
                 master,
                 data,
             } => {
-                let master = SentinelMaster::connect(
-                    &sentinels,
-                    &master,
-                    &data,
-                    self.tls.as_ref(),
-                    &self.sentinel_credentials,
-                    config,
-                    push_handler,
-                )
-                .await
-                .map_err(|e| connect_failure(e, &connect_error))?;
+                let settings = SentinelSettings {
+                    sentinels: &sentinels,
+                    master: &master,
+                    data: &data,
+                    tls: self.tls.as_ref(),
+                    credentials: &self.sentinel_credentials,
+                    connect_timeout: self.connect_timeout,
+                };
+                let master = SentinelMaster::connect(&settings, config, push_handler)
+                    .await
+                    .map_err(|e| connect_failure(e, &connect_error))?;
                 check_server(&mut master.manager(), self.acks.aof, &connect_error).await?;
                 Connection::sentinel(master)
             }
@@ -574,8 +572,8 @@ impl ClientBuilder {
 /// handshake); for a plain connection that was reset, that a TLS port does that.
 #[derive(Clone, Copy)]
 struct NoAnswer {
-    /// The timeout that ran out, when it is the connect timeout.
-    timeout: Option<Duration>,
+    /// The connect timeout, which ran out.
+    timeout: Duration,
     tls: bool,
 }
 
@@ -606,10 +604,7 @@ impl NoAnswer {
         } else {
             ""
         };
-        let waited = match self.timeout {
-            Some(timeout) => format!("within the connect timeout ({timeout:?})"),
-            None => "in time".to_owned(),
-        };
+        let waited = format!("within the connect timeout ({:?})", self.timeout);
         redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no answer {waited}{hint}"),
