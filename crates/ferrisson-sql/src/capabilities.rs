@@ -1,0 +1,78 @@
+//! What each SQL primitive gives, declared once: the README's capability table is
+//! rendered from [`CAPABILITIES`] and each primitive's `capabilities()` returns its row.
+
+use ferrisson_core::capabilities::{CancelSafety, Capabilities, Fencing, Reentry, Validity, Wait};
+
+use crate::dialect::Dialect;
+
+const LEASE: Validity = Validity::Lease(
+    "a row whose expiry is kept in the database's time; the client's watchdog renews it every lease/3 (30 s lease by default), or a fixed lease",
+);
+const LOST: &str = "at once when a renewal finds the row gone, taken or expired; at the lease's end when renewals fail";
+const CANCEL: CancelSafety = CancelSafety::SafeAtCost(
+    "an attempt in flight runs to its end on its own task, and a grant nobody awaits is deleted by one more statement",
+);
+
+/// [`TableLock`](crate::TableLock) on PostgreSQL.
+pub const POSTGRES_TABLE_LOCK: Capabilities = Capabilities::new(
+    "postgres",
+    "TableLock",
+    Reentry::PerTask,
+    false,
+    LEASE,
+    Fencing::Token(
+        "a sequence (NO CYCLE) drawn while the row is held; goes back only if the sequence is reset or restored from an older backup",
+    ),
+    LOST,
+    Wait::EventDriven(
+        "the release's NOTIFY, heard by one listening connection per client; every waiter looks again after that connection reconnects, and every 5 s or at the holder's expiry without one",
+    ),
+    CANCEL,
+);
+
+/// [`TableLock`](crate::TableLock) on MySQL or MariaDB.
+pub const MYSQL_TABLE_LOCK: Capabilities = Capabilities::new(
+    "mysql",
+    "TableLock",
+    Reentry::PerTask,
+    false,
+    LEASE,
+    Fencing::Token(
+        "a counter row (LAST_INSERT_ID(v + 1)) drawn while the row is held; goes back only if that row is reset or restored from an older backup",
+    ),
+    LOST,
+    Wait::Polled(
+        "5 ms doubling to 100 ms, jittered; a release in the same client wakes its waiters at once",
+    ),
+    CANCEL,
+);
+
+/// Every SQL primitive's declaration, in the order of the capability table.
+pub const CAPABILITIES: &[Capabilities] = &[POSTGRES_TABLE_LOCK, MYSQL_TABLE_LOCK];
+
+/// The lock table's declaration on `dialect`.
+pub(crate) fn table_lock(dialect: Dialect) -> Capabilities {
+    match dialect {
+        Dialect::Postgres => POSTGRES_TABLE_LOCK,
+        Dialect::MySql => MYSQL_TABLE_LOCK,
+    }
+}
+
+/// The declarations of the PostgreSQL store.
+pub const POSTGRES: &[Capabilities] = &[POSTGRES_TABLE_LOCK];
+/// The declarations of the MySQL/MariaDB store.
+pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK];
+
+/// The declarations of the store `dialect` names.
+///
+/// ```
+/// use ferrisson_sql::{Dialect, capabilities};
+///
+/// assert!(capabilities::of(Dialect::MySql).iter().all(|c| c.store == "mysql"));
+/// ```
+pub fn of(dialect: Dialect) -> &'static [Capabilities] {
+    match dialect {
+        Dialect::Postgres => POSTGRES,
+        Dialect::MySql => MYSQL,
+    }
+}

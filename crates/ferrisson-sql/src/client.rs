@@ -1,0 +1,407 @@
+//! A client of one database: its connection pool, its lock table, its record of the
+//! holds it has, and its waiters' wake-ups.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ferrisson_core::observe::Classes;
+use ferrisson_core::{Error, Result};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::postgres::PgPoolOptions;
+use tokio::task::AbortHandle;
+
+use crate::dialect::{DEFAULT_TABLE, Dialect, Tables};
+use crate::error::SqlError;
+use crate::hold::Hold;
+use crate::statements::Db;
+use crate::table_lock::TableLock;
+use crate::wake::{self, Wakers};
+
+/// The default watchdog lease: a crashed holder's row outlives it by at most this.
+pub const DEFAULT_WATCHDOG_LEASE: Duration = Duration::from_secs(30);
+/// The default safety poll of a PostgreSQL waiter: how long it waits without hearing a
+/// release before it looks again (a notification is lost only while the listening
+/// connection reconnects, and then every waiter looks again anyway).
+pub const DEFAULT_SAFETY_POLL: Duration = Duration::from_secs(5);
+/// The most connections a client opens by default (the listener's included).
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client of a PostgreSQL or MySQL/MariaDB database; clones share its pool, its holds
+/// and its listener.
+///
+/// ```no_run
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ferrisson_core::{DistributedLock, Fenced, Guard};
+///
+/// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+/// client.create_schema().await?; // once, or run the DDL of the crate docs yourself
+/// let guard = client.lock("voucher:42")?.lock().await?;
+/// println!("token {}", guard.fencing_token());
+/// guard.unlock().await?;
+/// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+/// What the clones of one client share.
+pub(crate) struct Shared {
+    pub(crate) db: Db,
+    pub(crate) tables: Tables,
+    pub(crate) watchdog_lease: Duration,
+    pub(crate) safety_poll: Duration,
+    pub(crate) classes: Classes,
+    /// The hold this client has on each lock name (at most one owner per name).
+    pub(crate) holds: Mutex<HashMap<Arc<str>, Arc<Hold>>>,
+    pub(crate) wakers: Arc<Wakers>,
+    /// The URL without its password.
+    target: String,
+    listener: Option<AbortHandle>,
+}
+
+impl Shared {
+    pub(crate) fn holds(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Hold>>> {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.db.dialect()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.shared.target)
+            .field("table", &self.shared.tables.lock)
+            .field("watchdog_lease", &self.shared.watchdog_lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for [`Client::builder`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let builder = ferrisson_sql::Client::builder("mysql://root@127.0.0.1/test")
+///     .table("app_locks")
+///     .watchdog_lease(Duration::from_secs(10))
+///     .max_connections(4);
+/// # let _ = builder;
+/// ```
+#[must_use = "a builder does nothing until connect"]
+pub struct ClientBuilder {
+    url: String,
+    table: Option<String>,
+    watchdog_lease: Duration,
+    safety_poll: Duration,
+    max_connections: u32,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("target", &redacted(&self.url))
+            .field("table", &self.table)
+            .field("watchdog_lease", &self.watchdog_lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// The lock table's name (default `ferrisson_lock`; a `table=` query parameter in the
+    /// URL sets it too): lowercase ASCII letters, digits and underscores.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = Some(table.into());
+        self
+    }
+
+    /// How long a [`Lease::Watchdog`](ferrisson_core::Lease::Watchdog) hold lasts between
+    /// renewals (renewed every third of it): 30 s by default.
+    pub fn watchdog_lease(mut self, lease: Duration) -> Self {
+        self.watchdog_lease = lease;
+        self
+    }
+
+    /// How long a PostgreSQL waiter waits without hearing a release before it looks
+    /// again (5 s by default).
+    pub fn safety_poll(mut self, poll: Duration) -> Self {
+        self.safety_poll = poll;
+        self
+    }
+
+    /// The most connections the client opens (10 by default; PostgreSQL's listening
+    /// connection is one of them).
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// Connects, and on PostgreSQL starts listening for releases.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a URL that is not a database's, a bad table name or
+    /// a zero setting; [`Error::Connect`] when the database cannot be reached.
+    pub async fn connect(self) -> Result<Client> {
+        let dialect = Dialect::of_url(&self.url)?;
+        let (url, table) = split_url(&self.url)?;
+        let tables = Tables::new(
+            self.table
+                .as_deref()
+                .or(table.as_deref())
+                .unwrap_or(DEFAULT_TABLE),
+        )?;
+        ferrisson_core::validate_lease(self.watchdog_lease)?;
+        if self.safety_poll.is_zero() || self.max_connections < 2 {
+            return Err(Error::invalid(
+                "the safety poll must be positive and a client needs at least 2 connections",
+            ));
+        }
+        let target = redacted(&self.url);
+        let connect_error = |cause| Error::Connect {
+            target: target.clone(),
+            cause: Box::new(SqlError::Database {
+                store: dialect.store(),
+                cause,
+            }),
+        };
+        let wakers = Arc::new(Wakers::default());
+        let (db, listener) = match dialect {
+            Dialect::Postgres => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(self.max_connections)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .connect(&url)
+                    .await
+                    .map_err(connect_error)?;
+                let listener = wake::listen(&pool, tables.channel())
+                    .await
+                    .map_err(connect_error)?;
+                let task = tokio::spawn(wake::run_listener(
+                    listener,
+                    tables.channel().to_owned(),
+                    Arc::downgrade(&wakers),
+                ));
+                (Db::Postgres(pool), Some(task.abort_handle()))
+            }
+            Dialect::MySql => {
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(self.max_connections)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .connect(&url)
+                    .await
+                    .map_err(connect_error)?;
+                (Db::MySql(pool), None)
+            }
+        };
+        ferrisson_core::observe::metrics::describe();
+        Ok(Client {
+            shared: Arc::new(Shared {
+                db,
+                tables,
+                watchdog_lease: self.watchdog_lease,
+                safety_poll: self.safety_poll,
+                classes: Classes::new(dialect.store(), None),
+                holds: Mutex::default(),
+                wakers,
+                target,
+                listener,
+            }),
+        })
+    }
+}
+
+/// The URL with its password replaced by `***`, for messages and `Debug`.
+fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(an unparsable url)".to_owned(),
+    }
+}
+
+/// The query parameters ferrisson reads itself; the driver never sees them.
+const OWN_PARAMETERS: [&str; 2] = ["table", "lock"];
+
+/// The URL for the driver (without ferrisson's own parameters) and the `table=`
+/// parameter, if given. A `lock=` parameter other than `table` is refused: this client
+/// has the lock table only.
+fn split_url(url: &str) -> Result<(String, Option<String>)> {
+    let mut parsed =
+        url::Url::parse(url).map_err(|e| Error::invalid(format!("not a database url: {e}")))?;
+    let mut table = None;
+    let mut lock = None;
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(key, value)| {
+            match key.as_ref() {
+                "table" => table = Some(value.clone().into_owned()),
+                "lock" => lock = Some(value.clone().into_owned()),
+                _ => {}
+            }
+            (!OWN_PARAMETERS.contains(&key.as_ref()))
+                .then(|| (key.into_owned(), value.into_owned()))
+        })
+        .collect();
+    if let Some(lock) = lock.filter(|lock| lock != "table") {
+        return Err(Error::invalid(format!(
+            "lock={:?} is not a lock this version has on a database: use lock=table (the default)",
+            lock.escape_debug().to_string()
+        )));
+    }
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok((parsed.to_string(), table))
+}
+
+impl Client {
+    /// Connects with the default options; see [`Client::builder`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ClientBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::builder(url).connect().await
+    }
+
+    /// Options for connecting to the database `url` names (`postgres://`,
+    /// `postgresql://`, `mysql://`, `mariadb://`).
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_owned(),
+            table: None,
+            watchdog_lease: DEFAULT_WATCHDOG_LEASE,
+            safety_poll: DEFAULT_SAFETY_POLL,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Which database this client talks to.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test").await?;
+    /// assert_eq!(client.dialect(), ferrisson_sql::Dialect::MySql);
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn dialect(&self) -> Dialect {
+        self.shared.dialect()
+    }
+
+    /// The lock table's name.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert_eq!(client.table(), "ferrisson_lock");
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn table(&self) -> &str {
+        &self.shared.tables.lock
+    }
+
+    /// How long a watchdog hold lasts between renewals.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert_eq!(client.watchdog_lease(), ferrisson_sql::DEFAULT_WATCHDOG_LEASE);
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn watchdog_lease(&self) -> Duration {
+        self.shared.watchdog_lease
+    }
+
+    /// Creates the lock table and its fence sequence (PostgreSQL) or counter (MySQL) if
+    /// they are missing; nothing else ever creates them. The statements are in the crate
+    /// docs, for teams whose migrations live elsewhere.
+    ///
+    /// # Errors
+    ///
+    /// The database's refusal (no right to create tables, ...).
+    ///
+    /// # Cancel safety
+    ///
+    /// Each statement is idempotent: run it again.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test").await?;
+    /// client.create_schema().await?;
+    /// client.create_schema().await?; // idempotent
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub async fn create_schema(&self) -> Result<()> {
+        self.shared.db.create_schema(&self.shared.tables).await
+    }
+
+    /// The lock-table lock called `name` (1 to 255 bytes, no NUL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name out of those bounds.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert!(client.lock("").is_err());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<TableLock> {
+        TableLock::new(self.clone(), name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        let shown = redacted("postgres://app:s3cret@db:5432/x");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("***"), "{shown}");
+        let builder = Client::builder("mysql://root:hunter2@db/x");
+        assert!(!format!("{builder:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn ferrissons_parameters_are_taken_out_of_the_url() -> Result<()> {
+        let (url, table) = split_url("postgres://db/x?table=t1&sslmode=disable&lock=table")?;
+        assert!(split_url("postgres://db/x?lock=advisory").is_err());
+        assert_eq!(table.as_deref(), Some("t1"));
+        assert_eq!(url, "postgres://db/x?sslmode=disable");
+        let (url, table) = split_url("mysql://db/x?table=t2")?;
+        assert_eq!(
+            (url.as_str(), table.as_deref()),
+            ("mysql://db/x", Some("t2"))
+        );
+        Ok(())
+    }
+}
