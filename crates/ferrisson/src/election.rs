@@ -7,7 +7,17 @@ use ferrisson_core::{
     Capabilities, DistributedElection, Fenced, FencingToken, Guard, Lease, Result,
 };
 
-use crate::lock::each_store;
+/// Runs `$body` with `$inner` bound to the variant's value, for every store that has an
+/// election (the lock's `each_store!` also covers the SQL stores, which have none yet).
+macro_rules! each_store {
+    ($value:expr, $enum:ident, $inner:ident => $body:expr) => {
+        match $value {
+            #[cfg(feature = "redis")]
+            $enum::Redis($inner) => $body,
+            $enum::Memory($inner) => $body,
+        }
+    };
+}
 
 /// The leader election of the client's store ([`Client::election`](crate::Client::election)).
 ///

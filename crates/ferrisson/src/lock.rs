@@ -25,6 +25,9 @@ pub enum AnyLock {
     /// A Redis [`Lock`](ferrisson_redis::Lock).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Lock),
+    /// A PostgreSQL or MySQL/MariaDB lock-table [`TableLock`](ferrisson_sql::TableLock).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableLock),
     /// A memory store lock.
     Memory(MemoryLock),
 }
@@ -37,6 +40,9 @@ pub enum AnyGuard {
     /// A Redis lock's guard.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::LockGuard),
+    /// A lock-table lock's guard.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableLockGuard),
     /// A memory store lock's guard.
     Memory(MemoryLockGuard),
 }
@@ -47,12 +53,12 @@ macro_rules! each_store {
         match $value {
             #[cfg(feature = "redis")]
             $enum::Redis($inner) => $body,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            $enum::Sql($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
 }
-
-pub(crate) use each_store;
 
 impl AnyLock {
     /// The same lock with another lease ([`Lease::Watchdog`] renews while held,
@@ -73,6 +79,8 @@ impl AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => Self::Redis(lock.with_lease(lease)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => Self::Sql(lock.with_lease(lease)?),
             Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
         })
     }
@@ -93,6 +101,8 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => AnyGuard::Redis(DistributedLock::lock(lock).await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => AnyGuard::Sql(lock.lock().await?),
             Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
         })
     }
@@ -101,6 +111,8 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => DistributedLock::try_lock(lock).await?.map(AnyGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => lock.try_lock().await?.map(AnyGuard::Sql),
             Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
         })
     }
@@ -111,6 +123,8 @@ impl DistributedLock for AnyLock {
             Self::Redis(lock) => DistributedLock::lock_timeout(lock, wait)
                 .await?
                 .map(AnyGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Sql),
             Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
         })
     }
