@@ -13,7 +13,7 @@ impl ClientBuilder {
     /// A database's client: the lock table named by the URL's `table=` parameter
     /// (`ferrisson_lock` by default).
     async fn connect_sql(self) -> Result<Client> {
-        if self.namespace.is_some() {
+        if self.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
             return Err(ferrisson_core::Error::invalid(
                 "a database keeps applications apart by table: give each its own with ?table=NAME in the url, not a namespace",
             ));
