@@ -49,6 +49,8 @@ use crate::terminal::quoted;
 /// A postgres:// or mysql:// (mariadb://) URL takes the lock in the database's lock
 /// table (ferrisson_lock, or ?table=NAME in the URL), which is created if it is missing
 /// (said on stderr); FERRISSON_FENCING_TOKEN comes from the table's fence sequence.
+/// With ?lock=advisory in the URL it takes the database's session lock instead
+/// (pg_try_advisory_lock, GET_LOCK): nothing to create, and no FERRISSON_FENCING_TOKEN.
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

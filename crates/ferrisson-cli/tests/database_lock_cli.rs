@@ -223,3 +223,45 @@ fn postgres_processes_take_turns_with_growing_tokens() -> anyhow::Result<()> {
 fn mysql_processes_take_turns_with_growing_tokens() -> anyhow::Result<()> {
     processes_take_turns_with_growing_tokens(mysql())
 }
+
+/// `?lock=advisory`: processes take turns on the database's session lock, and the
+/// command gets no token.
+fn advisory_locks_take_turns(base: &str) -> anyhow::Result<()> {
+    const PROCESSES: usize = 4;
+    const ROUNDS: usize = 5;
+    let url = format!("{base}?lock=advisory");
+    let name = format!("cli-advisory-{:016x}", rand_u64());
+    let dir = tempfile::tempdir()?;
+    let counter = dir.path().join("counter");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&counter, "0")?;
+    let script = format!(
+        "for i in $(seq {ROUNDS}); do {FERRISSON} lock --url '{url}' {name} -- sh -c 'n=$(cat {c}); echo \"$FERRISSON_FENCING_TOKEN\" >> {t}; sleep 0.01; echo $((n+1)) > {c}' || exit 1; done",
+        c = counter.display(),
+        t = tokens.display(),
+    );
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| Command::new("sh").arg("-c").arg(&script).spawn())
+        .collect::<Result<_, _>>()?;
+    for mut child in children {
+        assert!(child.wait()?.success());
+    }
+    let total: usize = std::fs::read_to_string(&counter)?.trim().parse()?;
+    assert_eq!(total, PROCESSES * ROUNDS);
+    let tokens = std::fs::read_to_string(&tokens)?;
+    assert!(
+        tokens.lines().all(str::is_empty),
+        "a session lock has no token: {tokens}"
+    );
+    Ok(())
+}
+
+#[test]
+fn postgres_advisory_locks_take_turns() -> anyhow::Result<()> {
+    advisory_locks_take_turns(&postgres())
+}
+
+#[test]
+fn mysql_advisory_locks_take_turns() -> anyhow::Result<()> {
+    advisory_locks_take_turns(&mysql())
+}

@@ -47,8 +47,51 @@ pub const MYSQL_TABLE_LOCK: Capabilities = Capabilities::new(
     CANCEL,
 );
 
+const SESSION_CANCEL: CancelSafety = CancelSafety::SafeAtCost(
+    "a try in flight runs to its end on its own task, and a lock it got with nobody waiting is released by one more statement",
+);
+const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock when it notices (at once on a clean close, at its TCP keepalive over a half-open connection)";
+const SESSION_WAIT: Wait = Wait::Polled(
+    "the try form every 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+);
+
+/// [`SessionLock`](crate::SessionLock) on PostgreSQL (an advisory lock).
+pub const POSTGRES_SESSION_LOCK: Capabilities = Capabilities::new(
+    "postgres",
+    "SessionLock",
+    Reentry::PerTask,
+    false,
+    Validity::Session(
+        "pg_try_advisory_lock on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+    ),
+    Fencing::None,
+    SESSION_LOST,
+    SESSION_WAIT,
+    SESSION_CANCEL,
+);
+
+/// [`SessionLock`](crate::SessionLock) on MySQL or MariaDB (`GET_LOCK`).
+pub const MYSQL_SESSION_LOCK: Capabilities = Capabilities::new(
+    "mysql",
+    "SessionLock",
+    Reentry::PerTask,
+    false,
+    Validity::Session(
+        "GET_LOCK(name, 0) on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+    ),
+    Fencing::None,
+    SESSION_LOST,
+    SESSION_WAIT,
+    SESSION_CANCEL,
+);
+
 /// Every SQL primitive's declaration, in the order of the capability table.
-pub const CAPABILITIES: &[Capabilities] = &[POSTGRES_TABLE_LOCK, MYSQL_TABLE_LOCK];
+pub const CAPABILITIES: &[Capabilities] = &[
+    POSTGRES_TABLE_LOCK,
+    POSTGRES_SESSION_LOCK,
+    MYSQL_TABLE_LOCK,
+    MYSQL_SESSION_LOCK,
+];
 
 /// The lock table's declaration on `dialect`.
 pub(crate) fn table_lock(dialect: Dialect) -> Capabilities {
@@ -59,9 +102,17 @@ pub(crate) fn table_lock(dialect: Dialect) -> Capabilities {
 }
 
 /// The declarations of the PostgreSQL store.
-pub const POSTGRES: &[Capabilities] = &[POSTGRES_TABLE_LOCK];
+pub const POSTGRES: &[Capabilities] = &[POSTGRES_TABLE_LOCK, POSTGRES_SESSION_LOCK];
 /// The declarations of the MySQL/MariaDB store.
-pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK];
+pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK, MYSQL_SESSION_LOCK];
+
+/// The session lock's declaration on `dialect`.
+pub(crate) fn session_lock(dialect: Dialect) -> Capabilities {
+    match dialect {
+        Dialect::Postgres => POSTGRES_SESSION_LOCK,
+        Dialect::MySql => MYSQL_SESSION_LOCK,
+    }
+}
 
 /// The declarations of the store `dialect` names.
 ///

@@ -15,6 +15,7 @@ use tokio::task::AbortHandle;
 use crate::dialect::{DEFAULT_TABLE, Dialect, Tables};
 use crate::error::SqlError;
 use crate::hold::Hold;
+use crate::session::{self, Session};
 use crate::statements::Db;
 use crate::table_lock::TableLock;
 use crate::wake::{self, Wakers};
@@ -25,6 +26,8 @@ pub const DEFAULT_WATCHDOG_LEASE: Duration = Duration::from_secs(30);
 /// release before it looks again (a notification is lost only while the listening
 /// connection reconnects, and then every waiter looks again anyway).
 pub const DEFAULT_SAFETY_POLL: Duration = Duration::from_secs(5);
+/// How often a client pings the session its session locks live on, by default.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// The most connections a client opens by default (the listener's included).
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 /// How long connecting may take.
@@ -59,9 +62,28 @@ pub(crate) struct Shared {
     /// The hold this client has on each lock name (at most one owner per name).
     pub(crate) holds: Mutex<HashMap<Arc<str>, Arc<Hold>>>,
     pub(crate) wakers: Arc<Wakers>,
+    /// The session the session locks live on.
+    pub(crate) session: Arc<Session>,
+    /// Which lock the URL asked for.
+    default_lock: LockKind,
     /// The URL without its password.
     target: String,
     listener: Option<AbortHandle>,
+    heartbeat: AbortHandle,
+}
+
+/// Which lock a URL asks for, with its `lock=` parameter.
+///
+/// ```
+/// assert_eq!(ferrisson_sql::LockKind::default(), ferrisson_sql::LockKind::Table);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockKind {
+    /// `lock=table` (the default): the lock table, [`TableLock`].
+    #[default]
+    Table,
+    /// `lock=advisory`: the database's session lock, [`SessionLock`](crate::SessionLock).
+    Session,
 }
 
 impl Shared {
@@ -79,6 +101,7 @@ impl Drop for Shared {
         if let Some(listener) = &self.listener {
             listener.abort();
         }
+        self.heartbeat.abort();
     }
 }
 
@@ -109,6 +132,7 @@ pub struct ClientBuilder {
     table: Option<String>,
     watchdog_lease: Duration,
     safety_poll: Duration,
+    heartbeat: Duration,
     max_connections: u32,
 }
 
@@ -144,6 +168,13 @@ impl ClientBuilder {
         self
     }
 
+    /// How often the session that session locks live on is pinged (5 s by default): a
+    /// session that died is noticed, and its guards' `lost()` fires, within about this.
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
     /// The most connections the client opens (10 by default; PostgreSQL's listening
     /// connection is one of them).
     pub fn max_connections(mut self, max: u32) -> Self {
@@ -159,7 +190,7 @@ impl ClientBuilder {
     /// a zero setting; [`Error::Connect`] when the database cannot be reached.
     pub async fn connect(self) -> Result<Client> {
         let dialect = Dialect::of_url(&self.url)?;
-        let (url, table) = split_url(&self.url)?;
+        let (url, table, default_lock) = split_url(&self.url)?;
         let tables = Tables::new(
             self.table
                 .as_deref()
@@ -167,9 +198,9 @@ impl ClientBuilder {
                 .unwrap_or(DEFAULT_TABLE),
         )?;
         ferrisson_core::validate_lease(self.watchdog_lease)?;
-        if self.safety_poll.is_zero() || self.max_connections < 2 {
+        if self.safety_poll.is_zero() || self.heartbeat.is_zero() || self.max_connections < 3 {
             return Err(Error::invalid(
-                "the safety poll must be positive and a client needs at least 2 connections",
+                "the safety poll and the heartbeat must be positive, and a client needs at least 3 connections",
             ));
         }
         let target = redacted(&self.url);
@@ -210,6 +241,16 @@ impl ClientBuilder {
             }
         };
         ferrisson_core::observe::metrics::describe();
+        let session = Arc::new(Session::new(
+            db.clone(),
+            tables.lock.clone(),
+            self.heartbeat,
+        ));
+        let heartbeat = tokio::spawn(session::run_heartbeat(
+            Arc::downgrade(&session),
+            self.heartbeat,
+        ))
+        .abort_handle();
         Ok(Client {
             shared: Arc::new(Shared {
                 db,
@@ -219,8 +260,11 @@ impl ClientBuilder {
                 classes: Classes::new(dialect.store(), None),
                 holds: Mutex::default(),
                 wakers,
+                session,
+                default_lock,
                 target,
                 listener,
+                heartbeat,
             }),
         })
     }
@@ -242,10 +286,9 @@ fn redacted(url: &str) -> String {
 /// The query parameters ferrisson reads itself; the driver never sees them.
 const OWN_PARAMETERS: [&str; 2] = ["table", "lock"];
 
-/// The URL for the driver (without ferrisson's own parameters) and the `table=`
-/// parameter, if given. A `lock=` parameter other than `table` is refused: this client
-/// has the lock table only.
-fn split_url(url: &str) -> Result<(String, Option<String>)> {
+/// The URL for the driver (without ferrisson's own parameters), the `table=` parameter
+/// if given, and the lock `lock=` asks for (`table`, the default, or `advisory`).
+fn split_url(url: &str) -> Result<(String, Option<String>, LockKind)> {
     let mut parsed =
         url::Url::parse(url).map_err(|e| Error::invalid(format!("not a database url: {e}")))?;
     let mut table = None;
@@ -262,18 +305,22 @@ fn split_url(url: &str) -> Result<(String, Option<String>)> {
                 .then(|| (key.into_owned(), value.into_owned()))
         })
         .collect();
-    if let Some(lock) = lock.filter(|lock| lock != "table") {
-        return Err(Error::invalid(format!(
-            "lock={:?} is not a lock this version has on a database: use lock=table (the default)",
-            lock.escape_debug().to_string()
-        )));
-    }
+    let kind = match lock.as_deref() {
+        None | Some("table") => LockKind::Table,
+        Some("advisory" | "session") => LockKind::Session,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "lock={:?} is not a lock a database has: use lock=table (the default) or lock=advisory",
+                other.escape_debug().to_string()
+            )));
+        }
+    };
     if kept.is_empty() {
         parsed.set_query(None);
     } else {
         parsed.query_pairs_mut().clear().extend_pairs(kept);
     }
-    Ok((parsed.to_string(), table))
+    Ok((parsed.to_string(), table, kind))
 }
 
 impl Client {
@@ -294,6 +341,7 @@ impl Client {
             table: None,
             watchdog_lease: DEFAULT_WATCHDOG_LEASE,
             safety_poll: DEFAULT_SAFETY_POLL,
+            heartbeat: DEFAULT_HEARTBEAT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -376,6 +424,35 @@ impl Client {
     pub fn lock(&self, name: &str) -> Result<TableLock> {
         TableLock::new(self.clone(), name)
     }
+
+    /// The database's session lock called `name` (an advisory lock, `GET_LOCK`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name or one over 255 bytes.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test").await?;
+    /// assert!(client.session_lock("").is_err());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn session_lock(&self, name: &str) -> Result<crate::SessionLock> {
+        crate::SessionLock::new(self.clone(), name)
+    }
+
+    /// Which lock the URL asked for (`?lock=advisory`: the session lock; else the lock
+    /// table).
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test?lock=advisory").await?;
+    /// assert_eq!(client.default_lock(), ferrisson_sql::LockKind::Session);
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn default_lock(&self) -> LockKind {
+        self.shared.default_lock
+    }
 }
 
 #[cfg(test)]
@@ -393,15 +470,17 @@ mod tests {
 
     #[test]
     fn ferrissons_parameters_are_taken_out_of_the_url() -> Result<()> {
-        let (url, table) = split_url("postgres://db/x?table=t1&sslmode=disable&lock=table")?;
-        assert!(split_url("postgres://db/x?lock=advisory").is_err());
+        let (url, table, kind) = split_url("postgres://db/x?table=t1&sslmode=disable&lock=table")?;
         assert_eq!(table.as_deref(), Some("t1"));
         assert_eq!(url, "postgres://db/x?sslmode=disable");
-        let (url, table) = split_url("mysql://db/x?table=t2")?;
+        assert_eq!(kind, LockKind::Table);
+        let (url, table, kind) = split_url("mysql://db/x?table=t2&lock=advisory")?;
         assert_eq!(
             (url.as_str(), table.as_deref()),
             ("mysql://db/x", Some("t2"))
         );
+        assert_eq!(kind, LockKind::Session);
+        assert!(split_url("postgres://db/x?lock=nope").is_err());
         Ok(())
     }
 }

@@ -22,6 +22,12 @@
 //!   have no notifications, so their waiters poll with back-off and jitter;
 //! - **cancellation safety**: a dropped acquire leaves no row behind.
 //!
+//! [`SessionLock`] is the database's own lock, honestly described: PostgreSQL's advisory
+//! lock or MySQL's `GET_LOCK`, held by the client's one session connection (shared by
+//! all its session locks), which a heartbeat watches; no fencing token, and freed by the
+//! server only when it notices the session is gone. A URL chooses it with
+//! `?lock=advisory` ([`Client::default_lock`]).
+//!
 //! What each gives is declared in [`capabilities`].
 //!
 //! ```no_run
@@ -123,15 +129,20 @@ mod dialect;
 mod error;
 mod hold;
 mod schema;
+mod session;
+mod session_lock;
 mod statements;
 mod table_lock;
 mod wake;
 
 pub use crate::client::{
-    Client, ClientBuilder, DEFAULT_MAX_CONNECTIONS, DEFAULT_SAFETY_POLL, DEFAULT_WATCHDOG_LEASE,
+    Client, ClientBuilder, DEFAULT_HEARTBEAT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SAFETY_POLL,
+    DEFAULT_WATCHDOG_LEASE, LockKind,
 };
 pub use crate::dialect::{DEFAULT_TABLE, Dialect};
 pub use crate::error::SqlError;
+pub use crate::session::{advisory_key, mysql_lock_name};
+pub use crate::session_lock::{SessionLock, SessionLockGuard};
 pub use crate::table_lock::{MAX_NAME_LEN, TableLock, TableLockGuard};
 pub use ferrisson_core::{
     self, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,

@@ -411,6 +411,52 @@ impl Db {
         Ok(())
     }
 
+    /// Terminates the session that holds the session lock `key` (an administrator's
+    /// hand). True when one held it.
+    pub(crate) async fn end_session_holding(
+        &self,
+        tables: &Tables,
+        key: &crate::session::Key,
+    ) -> Result<bool> {
+        use crate::session::Key;
+        let err = |e| db_error(self.dialect(), &tables.lock, e);
+        match (self, key) {
+            (Self::Postgres(pool), Key::Postgres(key)) => {
+                // pg_locks shows a bigint key as two unsigned halves.
+                let bits = *key as u64;
+                let ended: Option<bool> = sqlx::query_scalar(
+                    "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_locks \
+                     WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+                       AND classid::bigint = $1 AND objid::bigint = $2",
+                )
+                .bind((bits >> 32) as i64)
+                .bind((bits & 0xffff_ffff) as i64)
+                .fetch_one(pool)
+                .await
+                .map_err(err)?;
+                Ok(ended.unwrap_or(false))
+            }
+            (Self::MySql(pool), Key::MySql(name)) => {
+                let holder: Option<i64> =
+                    sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
+                        .bind(name.as_str())
+                        .fetch_one(pool)
+                        .await
+                        .map_err(err)?;
+                let Some(holder) = holder else {
+                    return Ok(false);
+                };
+                // KILL takes no placeholder; the id is the server's own integer.
+                sqlx::query(&format!("KILL CONNECTION {holder}"))
+                    .execute(pool)
+                    .await
+                    .map_err(err)?;
+                Ok(true)
+            }
+            _ => Err(Error::Protocol("a key of the other database".into())),
+        }
+    }
+
     /// Ends whatever hold `name` has, as an administrator would. True when there was one.
     pub(crate) async fn force_unlock(&self, tables: &Tables, name: &str) -> Result<bool> {
         let err = |e| db_error(self.dialect(), &tables.lock, e);

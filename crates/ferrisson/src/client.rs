@@ -139,7 +139,8 @@ impl Client {
     }
 
     /// The store's reentrant lock called `name` (Redis: [`ferrisson_redis::Lock`];
-    /// PostgreSQL, MySQL/MariaDB: the lock table's `TableLock`).
+    /// PostgreSQL, MySQL/MariaDB: the lock table's `TableLock`, or with `?lock=advisory`
+    /// in the URL the database's `SessionLock`).
     ///
     /// # Errors
     ///
@@ -154,7 +155,10 @@ impl Client {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyLock::Redis(client.lock(name)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
-            Self::Sql(client) => AnyLock::Sql(client.lock(name)?),
+            Self::Sql(client) => match client.default_lock() {
+                ferrisson_sql::LockKind::Session => AnyLock::SqlSession(client.session_lock(name)?),
+                ferrisson_sql::LockKind::Table => AnyLock::Sql(client.lock(name)?),
+            },
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
         })
     }

@@ -97,6 +97,12 @@ async fn a_database_url_connects_to_its_lock_table(
         client.election("e"),
         Err(Error::Unsupported { .. })
     ));
+    // ?lock=advisory: the database's session lock, without a token.
+    let session = ferrisson::connect(&format!("{base}?lock=advisory")).await?;
+    let guard = session.lock(&format!("facade-{table}"))?.lock().await?;
+    assert!(guard.fencing_token().is_none());
+    assert!(guard.is_held());
+    guard.unlock().await?;
     drop_tables(base, &table).await
 }
 

@@ -6,7 +6,10 @@
 use std::time::Duration;
 
 use ferrisson_conformance::Store;
-use ferrisson_sql::{Client, Fenced, FencingToken, Lease, Result, TableLock, TableLockGuard};
+use ferrisson_sql::{
+    Client, Fenced, FencingToken, Lease, Result, SessionLock, SessionLockGuard, TableLock,
+    TableLockGuard,
+};
 use sqlx::Executor as _;
 
 /// The watchdog lease of the clients under test: short, so that a hold ended behind the
@@ -112,5 +115,66 @@ impl Store for SqlUnderTest {
     /// The watchdog's next renewal finds the row gone.
     fn lost_within(&self) -> Duration {
         WATCHDOG_LEASE * 2
+    }
+}
+
+/// How often the session lock's clients under test ping their session.
+pub const HEARTBEAT: Duration = Duration::from_millis(300);
+
+/// A session-lock client under test (advisory locks, `GET_LOCK`).
+#[derive(Clone, Debug)]
+pub struct SessionUnderTest {
+    pub url: String,
+    pub client: Client,
+}
+
+impl SessionUnderTest {
+    pub async fn connect(url: String) -> Result<Self> {
+        let client = Client::builder(&url)
+            .heartbeat(HEARTBEAT)
+            .max_connections(4)
+            .connect()
+            .await?;
+        Ok(Self { url, client })
+    }
+
+    /// A client of `base`'s database whose URL asks for session locks.
+    pub async fn of(base: &str) -> Result<Self> {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        Self::connect(format!("{base}{sep}lock=advisory")).await
+    }
+}
+
+impl Store for SessionUnderTest {
+    type Lock = SessionLock;
+
+    fn lock(&self, name: &str, lease: Lease) -> Result<SessionLock> {
+        self.client.session_lock(name)?.with_lease(lease)
+    }
+
+    async fn another_client(&self) -> Result<Self> {
+        Self::connect(self.url.clone()).await
+    }
+
+    /// Terminates the holder's session.
+    async fn end_hold_behind_the_back(&self, name: &str) -> Result<()> {
+        self.client
+            .session_lock(name)?
+            .force_unlock()
+            .await
+            .map(drop)
+    }
+
+    fn token_of(_guard: &SessionLockGuard) -> Option<FencingToken> {
+        None
+    }
+
+    fn url(&self) -> Option<String> {
+        Some(self.url.clone())
+    }
+
+    /// The next heartbeat finds the session gone.
+    fn lost_within(&self) -> Duration {
+        HEARTBEAT * 6
     }
 }
