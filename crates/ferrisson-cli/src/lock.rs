@@ -76,7 +76,7 @@ impl Args {
 /// After `error`: when it says the database's lock table is missing, creates it (and
 /// says so on stderr) and returns true, so that the caller tries again.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-async fn create_missing_table(
+pub(crate) async fn create_missing_table(
     client: &ferrisson::Client,
     error: &ferrisson::Error,
 ) -> ferrisson::Result<bool> {
@@ -100,7 +100,7 @@ async fn create_missing_table(
 /// Without a database store nothing is ever missing.
 #[cfg(not(any(feature = "postgres", feature = "mysql")))]
 #[allow(clippy::unused_async)]
-async fn create_missing_table(
+pub(crate) async fn create_missing_table(
     _client: &ferrisson::Client,
     _error: &ferrisson::Error,
 ) -> ferrisson::Result<bool> {

@@ -265,3 +265,35 @@ fn postgres_advisory_locks_take_turns() -> anyhow::Result<()> {
 fn mysql_advisory_locks_take_turns() -> anyhow::Result<()> {
     advisory_locks_take_turns(&mysql())
 }
+
+/// `ferrisson elect` on a database: the election lives in the lock table (created when
+/// missing) and the leader's command gets the term's token.
+fn elect_runs_the_leader_with_a_token(base: String) -> anyhow::Result<()> {
+    let table = Table::new(base);
+    let (code, stdout, stderr) = outcome(&mut support::ferrisson(&[
+        "elect",
+        "--url",
+        &table.url(),
+        "nightly",
+        "--",
+        "sh",
+        "-c",
+        "echo $FERRISSON_FENCING_TOKEN",
+    ]))?;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.trim().parse::<u64>().is_ok_and(|t| t > 0),
+        "{stdout}"
+    );
+    Ok(())
+}
+
+#[test]
+fn postgres_elect_runs_the_leader_with_a_token() -> anyhow::Result<()> {
+    elect_runs_the_leader_with_a_token(postgres())
+}
+
+#[test]
+fn mysql_elect_runs_the_leader_with_a_token() -> anyhow::Result<()> {
+    elect_runs_the_leader_with_a_token(mysql())
+}

@@ -85,12 +85,40 @@ pub const MYSQL_SESSION_LOCK: Capabilities = Capabilities::new(
     SESSION_CANCEL,
 );
 
+/// [`TableElection`](crate::TableElection) on PostgreSQL.
+pub const POSTGRES_TABLE_ELECTION: Capabilities = Capabilities::new(
+    "postgres",
+    "TableElection",
+    Reentry::None,
+    false,
+    LEASE,
+    Fencing::Token("one per term, from the lock table's sequence, as TableLock's"),
+    LOST,
+    POSTGRES_TABLE_LOCK.wait,
+    CANCEL,
+);
+
+/// [`TableElection`](crate::TableElection) on MySQL or MariaDB.
+pub const MYSQL_TABLE_ELECTION: Capabilities = Capabilities::new(
+    "mysql",
+    "TableElection",
+    Reentry::None,
+    false,
+    LEASE,
+    Fencing::Token("one per term, from the lock table's counter row, as TableLock's"),
+    LOST,
+    MYSQL_TABLE_LOCK.wait,
+    CANCEL,
+);
+
 /// Every SQL primitive's declaration, in the order of the capability table.
 pub const CAPABILITIES: &[Capabilities] = &[
     POSTGRES_TABLE_LOCK,
     POSTGRES_SESSION_LOCK,
+    POSTGRES_TABLE_ELECTION,
     MYSQL_TABLE_LOCK,
     MYSQL_SESSION_LOCK,
+    MYSQL_TABLE_ELECTION,
 ];
 
 /// The lock table's declaration on `dialect`.
@@ -102,9 +130,21 @@ pub(crate) fn table_lock(dialect: Dialect) -> Capabilities {
 }
 
 /// The declarations of the PostgreSQL store.
-pub const POSTGRES: &[Capabilities] = &[POSTGRES_TABLE_LOCK, POSTGRES_SESSION_LOCK];
+pub const POSTGRES: &[Capabilities] = &[
+    POSTGRES_TABLE_LOCK,
+    POSTGRES_SESSION_LOCK,
+    POSTGRES_TABLE_ELECTION,
+];
 /// The declarations of the MySQL/MariaDB store.
-pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK, MYSQL_SESSION_LOCK];
+pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK, MYSQL_SESSION_LOCK, MYSQL_TABLE_ELECTION];
+
+/// The election's declaration on `dialect`.
+pub(crate) fn table_election(dialect: Dialect) -> Capabilities {
+    match dialect {
+        Dialect::Postgres => POSTGRES_TABLE_ELECTION,
+        Dialect::MySql => MYSQL_TABLE_ELECTION,
+    }
+}
 
 /// The session lock's declaration on `dialect`.
 pub(crate) fn session_lock(dialect: Dialect) -> Capabilities {

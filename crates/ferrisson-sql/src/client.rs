@@ -425,6 +425,22 @@ impl Client {
         TableLock::new(self.clone(), name)
     }
 
+    /// The leader election called `name`, in the lock table (1 to 246 bytes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name out of those bounds.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert!(client.election("nightly").is_ok());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn election(&self, name: &str) -> Result<crate::TableElection> {
+        crate::TableElection::new(self.clone(), name)
+    }
+
     /// The database's session lock called `name` (an advisory lock, `GET_LOCK`).
     ///
     /// # Errors

@@ -28,6 +28,9 @@
 //! server only when it notices the session is gone. A URL chooses it with
 //! `?lock=advisory` ([`Client::default_lock`]).
 //!
+//! [`TableElection`] is leader election on the same table: one leader at a time, a
+//! fencing token per term.
+//!
 //! What each gives is declared in [`capabilities`].
 //!
 //! ```no_run
@@ -126,6 +129,7 @@
 pub mod capabilities;
 mod client;
 mod dialect;
+mod election;
 mod error;
 mod hold;
 mod schema;
@@ -140,10 +144,11 @@ pub use crate::client::{
     DEFAULT_WATCHDOG_LEASE, LockKind,
 };
 pub use crate::dialect::{DEFAULT_TABLE, Dialect};
+pub use crate::election::TableElection;
 pub use crate::error::SqlError;
 pub use crate::session::{advisory_key, mysql_lock_name};
 pub use crate::session_lock::{SessionLock, SessionLockGuard};
 pub use crate::table_lock::{MAX_NAME_LEN, TableLock, TableLockGuard};
 pub use ferrisson_core::{
-    self, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
+    self, DistributedElection, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
 };

@@ -61,8 +61,15 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(5);
 pub struct TableLock {
     client: Client,
     probe: Probe,
+    /// The row's name: the lock's name, or `election:` and the election's.
+    key: Arc<str>,
+    /// Re-entry per task (locks); an election's campaign never re-enters.
+    reentrant: bool,
     lease: Lease,
 }
+
+/// The prefix of an election's row: elections and locks of one name are apart.
+const ELECTION_PREFIX: &str = "election:";
 
 impl fmt::Debug for TableLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -81,22 +88,35 @@ enum Step {
 
 impl TableLock {
     pub(crate) fn new(client: Client, name: &str) -> Result<Self> {
+        Self::of_kind(client, name, Kind::Lock)
+    }
+
+    pub(crate) fn of_kind(client: Client, name: &str, kind: Kind) -> Result<Self> {
+        let (key, max) = match kind {
+            Kind::Election => (
+                format!("{ELECTION_PREFIX}{name}"),
+                MAX_NAME_LEN - ELECTION_PREFIX.len(),
+            ),
+            _ => (name.to_owned(), MAX_NAME_LEN),
+        };
         if name.is_empty() {
             return Err(Error::invalid("name must not be empty"));
         }
-        if name.len() > MAX_NAME_LEN {
+        if name.len() > max {
             return Err(Error::invalid(format!(
-                "name must be at most {MAX_NAME_LEN} bytes, got {}",
+                "name must be at most {max} bytes, got {}",
                 name.len()
             )));
         }
         if name.contains('\0') {
             return Err(Error::invalid("name must not contain a NUL character"));
         }
-        let probe = client.shared().classes.probe(Kind::Lock, &Arc::from(name));
+        let probe = client.shared().classes.probe(kind, &Arc::from(name));
         Ok(Self {
             client,
             probe,
+            key: Arc::from(key),
+            reentrant: kind != Kind::Election,
             lease: Lease::Watchdog,
         })
     }
@@ -152,8 +172,8 @@ impl TableLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         let shared = self.shared();
-        let gone = shared.db.force_unlock(&shared.tables, self.name()).await?;
-        shared.wakers.wake(self.name());
+        let gone = shared.db.force_unlock(&shared.tables, &self.key).await?;
+        shared.wakers.wake(&self.key);
         Ok(gone)
     }
 
@@ -170,7 +190,7 @@ impl TableLock {
         let shared = self.shared();
         let hold = {
             let holds = shared.holds();
-            match holds.get(self.name()) {
+            match holds.get(&self.key) {
                 Some(hold) if hold.task == TaskKey::current() && hold.state.is_held() => {
                     hold.add_guard();
                     Arc::clone(hold)
@@ -184,7 +204,7 @@ impl TableLock {
         let lease = self.lease_duration();
         let entered = shared
             .db
-            .reenter(&shared.tables, self.name(), &hold.owner, hold.fence, lease)
+            .reenter(&shared.tables, &self.key, &hold.owner, hold.fence, lease)
             .await;
         match entered {
             Ok(true) => {
@@ -208,7 +228,9 @@ impl TableLock {
 
     /// One look at the table: re-entry, or an insert or take-over.
     async fn attempt(&self) -> Result<Step> {
-        if let Some(guard) = self.reenter().await? {
+        if self.reentrant
+            && let Some(guard) = self.reenter().await?
+        {
             return Ok(Step::Granted(guard));
         }
         let shared = Arc::clone(self.shared());
@@ -221,7 +243,7 @@ impl TableLock {
         let (reply, answer) = oneshot::channel();
         {
             let shared = Arc::clone(&shared);
-            let name = Arc::clone(&self.probe.name);
+            let name = Arc::clone(&self.key);
             let owner = owner.clone();
             tokio::spawn(async move {
                 let attempt = shared
@@ -243,17 +265,11 @@ impl TableLock {
         };
         let state = HoldState::new(self.probe.clone(), sent + lease);
         state.start();
-        let hold = Arc::new(Hold::new(
-            Arc::clone(&self.probe.name),
-            owner,
-            fence,
-            lease,
-            state,
-        ));
+        let hold = Arc::new(Hold::new(Arc::clone(&self.key), owner, fence, lease, state));
         hold.add_guard();
         shared
             .holds()
-            .insert(Arc::clone(&self.probe.name), Arc::clone(&hold));
+            .insert(Arc::clone(&self.key), Arc::clone(&hold));
         if self.lease == Lease::Watchdog {
             hold.start_watchdog(&shared);
         }
@@ -289,7 +305,7 @@ impl TableLock {
 
     async fn acquire(&self, wait: Option<Duration>) -> Result<Option<TableLockGuard>> {
         let shared = Arc::clone(self.shared());
-        let registration = shared.wakers.register(&self.probe.name);
+        let registration = shared.wakers.register(&self.key);
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         // Listening before the first look: a release between the look and the wait
         // still wakes it.
@@ -338,7 +354,11 @@ impl DistributedLock for TableLock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        capabilities::table_lock(self.shared().dialect())
+        if self.reentrant {
+            capabilities::table_lock(self.shared().dialect())
+        } else {
+            capabilities::table_election(self.shared().dialect())
+        }
     }
 
     async fn lock(&self) -> Result<TableLockGuard> {
@@ -369,7 +389,7 @@ pub struct TableLockGuard {
 impl fmt::Debug for TableLockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TableLockGuard")
-            .field("name", &self.hold.name)
+            .field("name", &self.lock.name())
             .field("fencing_token", &self.hold.fence)
             .field("held", &self.hold.state.is_held())
             .finish_non_exhaustive()
@@ -453,7 +473,7 @@ impl TableLockGuard {
 
 impl Guard for TableLockGuard {
     fn name(&self) -> &str {
-        &self.hold.name
+        self.lock.name()
     }
 
     fn is_held(&self) -> bool {

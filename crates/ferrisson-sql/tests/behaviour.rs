@@ -176,3 +176,42 @@ async fn mysql_names_differing_by_case_are_two_locks() -> anyhow::Result<()> {
     upper.unlock().await?;
     Ok(())
 }
+
+/// An election on the lock table: one leader at a time, apart from the lock of the same
+/// name, a larger token every term, and `lost()` when the term is ended behind the
+/// leader's back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_has_one_leader_and_a_token_per_term() -> anyhow::Result<()> {
+    use ferrisson_sql::DistributedElection as _;
+    for base in bases() {
+        let store = SqlUnderTest::on_fresh_table(&base).await?;
+        let other = store.another_client().await?;
+        let election = store.client.election("nightly")?;
+        let term = election.campaign().await?;
+        let rival = other.client.election("nightly")?;
+        assert!(rival.try_campaign().await?.is_none(), "{base}: two leaders");
+        // The lock of the same name is another row.
+        let lock = other.client.lock("nightly")?.try_lock().await?;
+        assert!(lock.is_some(), "{base}: the election held the lock");
+        let first = term.fencing_token();
+        // A campaign does not re-enter, even in the leader's own task.
+        assert!(
+            election.try_campaign().await?.is_none(),
+            "{base}: re-entered"
+        );
+        election.force_resign().await?;
+        tokio::time::timeout(support::WATCHDOG_LEASE * 2, term.lost())
+            .await
+            .map_err(|_| anyhow::anyhow!("{base}: lost() did not fire"))?;
+        let next = rival
+            .campaign_timeout(Duration::from_secs(10))
+            .await?
+            .expect("the rival was not elected");
+        assert!(next.fencing_token() > first, "{base}");
+        next.unlock().await?;
+        drop(term);
+        drop(lock);
+        store.drop_schema(&base).await?;
+    }
+    Ok(())
+}

@@ -167,8 +167,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a name the store refuses, [`Error::Unsupported`] on
-    /// a store without elections (PostgreSQL and MySQL/MariaDB, in this version).
+    /// [`Error::InvalidArgument`] for a name the store refuses.
     ///
     /// ```
     /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
@@ -179,12 +178,7 @@ impl Client {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyElection::Redis(client.election(name)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
-            Self::Sql(client) => {
-                return Err(Error::Unsupported {
-                    store: client.dialect().store(),
-                    what: "hold a leader election in this version".into(),
-                });
-            }
+            Self::Sql(client) => AnyElection::Sql(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
         })
     }

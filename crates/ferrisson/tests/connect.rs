@@ -1,7 +1,7 @@
 //! `ferrisson::connect` picks the store by URL; a store this build lacks is a typed
 //! error naming what to do.
 
-use ferrisson::{DistributedLock, Error, Guard, StoreKind};
+use ferrisson::{DistributedElection, DistributedLock, Error, Fenced, Guard, StoreKind};
 
 #[tokio::test]
 async fn a_memory_url_names_one_store_per_process() -> anyhow::Result<()> {
@@ -85,7 +85,8 @@ async fn a_database_url_connects_to_its_lock_table(
     sql.create_schema().await?;
     let lock = client.lock("facade")?;
     let guard = lock.lock().await?;
-    assert!(guard.fencing_token().is_some());
+    let guard_token = guard.fencing_token();
+    assert!(guard_token.is_some());
     assert!(guard.is_held());
     let other = ferrisson::connect(&format!("{base}?table={table}")).await?;
     assert!(
@@ -93,10 +94,10 @@ async fn a_database_url_connects_to_its_lock_table(
         "another client took a held lock"
     );
     guard.unlock().await?;
-    assert!(matches!(
-        client.election("e"),
-        Err(Error::Unsupported { .. })
-    ));
+    // Elections live in the same table.
+    let term = client.election("facade")?.campaign().await?;
+    assert!(Some(term.fencing_token()) > guard_token);
+    term.unlock().await?;
     // ?lock=advisory: the database's session lock, without a token.
     let session = ferrisson::connect(&format!("{base}?lock=advisory")).await?;
     let guard = session.lock(&format!("facade-{table}"))?.lock().await?;
