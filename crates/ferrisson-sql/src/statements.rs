@@ -41,6 +41,24 @@ pub(crate) enum ReleaseOutcome {
     Taken,
 }
 
+/// What a statement updating a held row does besides moving its expiry.
+#[derive(Debug, Clone, Copy)]
+enum Extra {
+    /// Nothing: the watchdog's renewal.
+    Renewal,
+    /// Counts one more hold, and never moves the expiry earlier.
+    Reentry,
+}
+
+/// `expiry`, or the later of it and the current expiry when `keep` says so.
+fn later_of(keep: bool, expiry: &str) -> String {
+    if keep {
+        format!("GREATEST(expires_at, {expiry})")
+    } else {
+        expiry.to_owned()
+    }
+}
+
 /// Microseconds, as the statements take durations.
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -161,7 +179,8 @@ impl Db {
     }
 
     /// Re-entry of a live hold: one more hold counted, the expiry moved to `lease` from
-    /// now. False when the hold is gone or expired.
+    /// now if that is later (a re-entry with a shorter lease never shortens the hold the
+    /// outer guard and its watchdog count on). False when the hold is gone or expired.
     pub(crate) async fn reenter(
         &self,
         tables: &Tables,
@@ -170,15 +189,8 @@ impl Db {
         fence: FencingToken,
         lease: Duration,
     ) -> Result<bool> {
-        self.update_held(
-            tables,
-            name,
-            owner,
-            fence,
-            lease,
-            "hold_count = hold_count + 1,",
-        )
-        .await
+        self.update_held(tables, name, owner, fence, lease, Extra::Reentry)
+            .await
     }
 
     /// The watchdog's renewal: the expiry moved to `lease` from now. False when the hold
@@ -191,7 +203,7 @@ impl Db {
         fence: FencingToken,
         lease: Duration,
     ) -> Result<bool> {
-        self.update_held(tables, name, owner, fence, lease, "")
+        self.update_held(tables, name, owner, fence, lease, Extra::Renewal)
             .await
     }
 
@@ -202,15 +214,23 @@ impl Db {
         owner: &str,
         fence: FencingToken,
         lease: Duration,
-        also: &str,
+        extra: Extra,
     ) -> Result<bool> {
         let err = |e| db_error(self.dialect(), &tables.lock, e);
         let lock = &tables.lock;
+        let (also, keep) = match extra {
+            Extra::Renewal => ("", false),
+            Extra::Reentry => ("hold_count = hold_count + 1,", true),
+        };
         let rows = match self {
             Self::Postgres(pool) => sqlx::query(&format!(
                 "UPDATE {lock} SET {also} \
-                   expires_at = clock_timestamp() + $4::float8 * interval '1 microsecond' \
-                 WHERE name = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()"
+                   expires_at = {} \
+                 WHERE name = $1 AND owner = $2 AND fence = $3 AND expires_at > clock_timestamp()",
+                later_of(
+                    keep,
+                    "clock_timestamp() + $4::float8 * interval '1 microsecond'"
+                )
             ))
             .bind(name)
             .bind(owner)
@@ -225,8 +245,9 @@ impl Db {
                 pool,
                 &format!(
                     "UPDATE {lock} SET {also} \
-                       expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND \
-                     WHERE name = ? AND owner = ? AND fence = ? AND expires_at > UTC_TIMESTAMP(6)"
+                       expires_at = {} \
+                     WHERE name = ? AND owner = ? AND fence = ? AND expires_at > UTC_TIMESTAMP(6)",
+                    later_of(keep, "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND")
                 ),
                 &[
                     Arg::Int(micros(lease)),

@@ -208,7 +208,8 @@ impl TableLock {
             .await;
         match entered {
             Ok(true) => {
-                if self.lease != Lease::Watchdog {
+                // As in the row: a later deadline only.
+                if self.lease != Lease::Watchdog && sent + lease > hold.state.validity().deadline {
                     hold.state.extend(sent + lease);
                 }
                 Ok(Some(guard))

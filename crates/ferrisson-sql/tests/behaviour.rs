@@ -215,3 +215,35 @@ async fn an_election_has_one_leader_and_a_token_per_term() -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// A re-entry with a short fixed lease never shortens the hold under it: the outer
+/// watchdog hold outlives the short lease and the next renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_reentry_does_not_shorten_the_hold() -> anyhow::Result<()> {
+    for base in bases() {
+        let store = SqlUnderTest::on_fresh_table(&base).await?;
+        let lock = store.client.lock("nested")?;
+        let outer = lock.lock().await?;
+        let inner = lock
+            .clone()
+            .with_lease(Lease::Fixed(Duration::from_millis(50)))?
+            .try_lock()
+            .await?
+            .expect("the holder's task re-enters");
+        inner.unlock().await?;
+        // Past the short lease and the watchdog's next renewal (a third of 1.5 s).
+        tokio::time::sleep(support::WATCHDOG_LEASE / 3 + Duration::from_millis(300)).await;
+        assert!(
+            outer.is_held(),
+            "{base}: the short re-entry cost the outer hold"
+        );
+        let other = store.another_client().await?;
+        assert!(
+            other.client.lock("nested")?.try_lock().await?.is_none(),
+            "{base}: another client took the held lock"
+        );
+        outer.unlock().await?;
+        store.drop_schema(&base).await?;
+    }
+    Ok(())
+}
