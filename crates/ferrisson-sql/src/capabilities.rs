@@ -111,14 +111,46 @@ pub const MYSQL_TABLE_ELECTION: Capabilities = Capabilities::new(
     CANCEL,
 );
 
+/// [`TableSemaphore`](crate::TableSemaphore) on PostgreSQL.
+pub const POSTGRES_TABLE_SEMAPHORE: Capabilities = Capabilities::new(
+    "postgres",
+    "TableSemaphore",
+    Reentry::None,
+    false,
+    Validity::Lease(
+        "each permit a row with its expiry in the database's time, renewed like TableLock's",
+    ),
+    Fencing::Token("per permit, from the lock table's sequence"),
+    LOST,
+    POSTGRES_TABLE_LOCK.wait,
+    CANCEL,
+);
+
+/// [`TableSemaphore`](crate::TableSemaphore) on MySQL or MariaDB.
+pub const MYSQL_TABLE_SEMAPHORE: Capabilities = Capabilities::new(
+    "mysql",
+    "TableSemaphore",
+    Reentry::None,
+    false,
+    Validity::Lease(
+        "each permit a row with its expiry in the database's time, renewed like TableLock's",
+    ),
+    Fencing::Token("per permit, from the lock table's counter row"),
+    LOST,
+    MYSQL_TABLE_LOCK.wait,
+    CANCEL,
+);
+
 /// Every SQL primitive's declaration, in the order of the capability table.
 pub const CAPABILITIES: &[Capabilities] = &[
     POSTGRES_TABLE_LOCK,
     POSTGRES_SESSION_LOCK,
     POSTGRES_TABLE_ELECTION,
+    POSTGRES_TABLE_SEMAPHORE,
     MYSQL_TABLE_LOCK,
     MYSQL_SESSION_LOCK,
     MYSQL_TABLE_ELECTION,
+    MYSQL_TABLE_SEMAPHORE,
 ];
 
 /// The lock table's declaration on `dialect`.
@@ -134,9 +166,23 @@ pub const POSTGRES: &[Capabilities] = &[
     POSTGRES_TABLE_LOCK,
     POSTGRES_SESSION_LOCK,
     POSTGRES_TABLE_ELECTION,
+    POSTGRES_TABLE_SEMAPHORE,
 ];
 /// The declarations of the MySQL/MariaDB store.
-pub const MYSQL: &[Capabilities] = &[MYSQL_TABLE_LOCK, MYSQL_SESSION_LOCK, MYSQL_TABLE_ELECTION];
+pub const MYSQL: &[Capabilities] = &[
+    MYSQL_TABLE_LOCK,
+    MYSQL_SESSION_LOCK,
+    MYSQL_TABLE_ELECTION,
+    MYSQL_TABLE_SEMAPHORE,
+];
+
+/// The semaphore's declaration on `dialect`.
+pub(crate) fn table_semaphore(dialect: Dialect) -> Capabilities {
+    match dialect {
+        Dialect::Postgres => POSTGRES_TABLE_SEMAPHORE,
+        Dialect::MySql => MYSQL_TABLE_SEMAPHORE,
+    }
+}
 
 /// The election's declaration on `dialect`.
 pub(crate) fn table_election(dialect: Dialect) -> Capabilities {

@@ -425,6 +425,24 @@ impl Client {
         TableLock::new(self.clone(), name)
     }
 
+    /// The semaphore called `name` with `permits` permits, in the lock table (names of 1
+    /// to 239 bytes; every client of one semaphore must give the same count).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name out of those bounds, or 0 or more than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS) permits.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert!(client.semaphore("exports", 0).is_err());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<crate::TableSemaphore> {
+        crate::TableSemaphore::new(self, name, permits)
+    }
+
     /// The leader election called `name`, in the lock table (1 to 246 bytes).
     ///
     /// # Errors

@@ -29,7 +29,8 @@
 //! `?lock=advisory` ([`Client::default_lock`]).
 //!
 //! [`TableElection`] is leader election on the same table: one leader at a time, a
-//! fencing token per term.
+//! fencing token per term. [`TableSemaphore`] is a counting semaphore there: N permits,
+//! each a row with its expiry and owner.
 //!
 //! What each gives is declared in [`capabilities`].
 //!
@@ -133,6 +134,7 @@ mod election;
 mod error;
 mod hold;
 mod schema;
+mod semaphore;
 mod session;
 mod session_lock;
 mod statements;
@@ -146,9 +148,11 @@ pub use crate::client::{
 pub use crate::dialect::{DEFAULT_TABLE, Dialect};
 pub use crate::election::TableElection;
 pub use crate::error::SqlError;
+pub use crate::semaphore::{MAX_PERMITS, TablePermit, TableSemaphore};
 pub use crate::session::{advisory_key, mysql_lock_name};
 pub use crate::session_lock::{SessionLock, SessionLockGuard};
 pub use crate::table_lock::{MAX_NAME_LEN, TableLock, TableLockGuard};
 pub use ferrisson_core::{
-    self, DistributedElection, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
+    self, DistributedElection, DistributedLock, DistributedSemaphore, Error, Fenced, FencingToken,
+    Guard, Lease, Permit, Result,
 };

@@ -70,6 +70,10 @@ pub struct TableLock {
 
 /// The prefix of an election's row: elections and locks of one name are apart.
 const ELECTION_PREFIX: &str = "election:";
+/// The prefix of a semaphore's permit rows (`semaphore:NAME#SLOT`).
+pub(crate) const SEMAPHORE_PREFIX: &str = "semaphore:";
+/// Room kept for `#SLOT` after a semaphore's name (up to 65 535 permits).
+const SLOT_SUFFIX_LEN: usize = 6;
 
 impl fmt::Debug for TableLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -81,7 +85,7 @@ impl fmt::Debug for TableLock {
 }
 
 /// What one look at the table gave.
-enum Step {
+pub(crate) enum Step {
     Granted(TableLockGuard),
     Busy(Option<Duration>),
 }
@@ -91,8 +95,19 @@ impl TableLock {
         Self::of_kind(client, name, Kind::Lock)
     }
 
+    /// Permit `slot` of the semaphore `name`: the row `semaphore:NAME#SLOT`.
+    pub(crate) fn permit_slot(client: Client, name: &str, slot: u32) -> Result<Self> {
+        let mut lock = Self::of_kind(client, name, Kind::Semaphore)?;
+        lock.key = Arc::from(format!("{SEMAPHORE_PREFIX}{name}#{slot}"));
+        Ok(lock)
+    }
+
     pub(crate) fn of_kind(client: Client, name: &str, kind: Kind) -> Result<Self> {
         let (key, max) = match kind {
+            Kind::Semaphore => (
+                format!("{SEMAPHORE_PREFIX}{name}"),
+                MAX_NAME_LEN - SEMAPHORE_PREFIX.len() - SLOT_SUFFIX_LEN,
+            ),
             Kind::Election => (
                 format!("{ELECTION_PREFIX}{name}"),
                 MAX_NAME_LEN - ELECTION_PREFIX.len(),
@@ -116,7 +131,7 @@ impl TableLock {
             client,
             probe,
             key: Arc::from(key),
-            reentrant: kind != Kind::Election,
+            reentrant: kind == Kind::Lock,
             lease: Lease::Watchdog,
         })
     }
@@ -177,7 +192,7 @@ impl TableLock {
         Ok(gone)
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         self.client.shared()
     }
 
@@ -228,7 +243,7 @@ impl TableLock {
     }
 
     /// One look at the table: re-entry, or an insert or take-over.
-    async fn attempt(&self) -> Result<Step> {
+    pub(crate) async fn attempt(&self) -> Result<Step> {
         if self.reentrant
             && let Some(guard) = self.reenter().await?
         {
@@ -288,7 +303,7 @@ impl TableLock {
     /// How long a waiter waits before looking again without a wake-up: PostgreSQL waits
     /// for the notification, up to the safety poll; MySQL polls with back-off and
     /// jitter. Either way not past the holder's known expiry.
-    fn pause(&self, polls: &mut u32, holder_left: Option<Duration>) -> Duration {
+    pub(crate) fn pause(&self, polls: &mut u32, holder_left: Option<Duration>) -> Duration {
         let shared = self.shared();
         let pause = match shared.dialect() {
             Dialect::Postgres => shared.safety_poll,

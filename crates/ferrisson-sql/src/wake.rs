@@ -41,9 +41,18 @@ impl Wakers {
         }
     }
 
-    /// Wakes every waiter of `name` in this client.
+    /// Wakes every waiter of `name` in this client (for a semaphore's permit row
+    /// `semaphore:NAME#SLOT`, the waiters of `semaphore:NAME`).
     pub(crate) fn wake(&self, name: &str) {
-        if let Some(slot) = self.slots().get(name) {
+        let slots = self.slots();
+        if let Some(slot) = slots.get(name) {
+            slot.notify.notify_waiters();
+        }
+        let semaphore = name
+            .strip_prefix(crate::table_lock::SEMAPHORE_PREFIX)
+            .and_then(|rest| rest.rsplit_once('#'))
+            .map(|(base, _)| &name[..crate::table_lock::SEMAPHORE_PREFIX.len() + base.len()]);
+        if let Some(slot) = semaphore.and_then(|key| slots.get(key)) {
             slot.notify.notify_waiters();
         }
     }

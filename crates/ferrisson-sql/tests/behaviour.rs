@@ -247,3 +247,71 @@ async fn a_short_reentry_does_not_shorten_the_hold() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A semaphore of 3 permits: never more than 3 holders at once across clients and
+/// tasks; a fourth is refused while 3 are out and granted when one is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_gives_out_at_most_its_permits() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use ferrisson_sql::{DistributedSemaphore as _, Permit as _};
+    for base in bases() {
+        let store = SqlUnderTest::on_fresh_table(&base).await?;
+        let other = store.another_client().await?;
+        let ours = store.client.semaphore("pool", 3)?;
+        let theirs = other.client.semaphore("pool", 3)?;
+        let a = ours.acquire().await?;
+        let b = theirs.acquire().await?;
+        let c = ours.acquire().await?;
+        assert!(
+            theirs.try_acquire().await?.is_none(),
+            "{base}: a fourth permit"
+        );
+        let waiting = tokio::spawn({
+            let theirs = theirs.clone();
+            async move { theirs.acquire_timeout(Duration::from_secs(10)).await }
+        });
+        b.release().await?;
+        let d = waiting
+            .await??
+            .expect("the released permit was not granted");
+        for permit in [a, c, d] {
+            permit.release().await?;
+        }
+        // Eight tasks over two clients: never more than three inside.
+        let inside = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let semaphore = if i % 2 == 0 {
+                ours.clone()
+            } else {
+                theirs.clone()
+            };
+            let (inside, most) = (Arc::clone(&inside), Arc::clone(&most));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..3 {
+                    let permit = semaphore.acquire().await?;
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().await?;
+                }
+                Ok::<(), ferrisson_sql::Error>(())
+            }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        assert!(
+            most.load(Ordering::SeqCst) <= 3,
+            "{base}: {most:?} inside at once"
+        );
+        assert!(ours.clone().with_lease(Lease::Watchdog).is_ok());
+        assert!(store.client.semaphore("pool", 0).is_err());
+        store.drop_schema(&base).await?;
+    }
+    Ok(())
+}
