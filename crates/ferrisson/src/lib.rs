@@ -33,6 +33,8 @@
 //! ## Features
 //!
 //! - `redis` (default): the Redis store, [`redis`].
+//! - `postgres`, `mysql`: the lock table on PostgreSQL, on MySQL/MariaDB (`sql`, the
+//!   `ferrisson-sql` crate; either feature compiles both drivers).
 //!
 //! The in-process store ([`memory`]) is always there.
 
@@ -61,6 +63,11 @@ pub use ferrisson_core::{
 #[cfg(feature = "redis")]
 pub use ferrisson_redis as redis;
 
+/// The PostgreSQL and MySQL/MariaDB stores: the client, its builder and the lock table
+/// (the `ferrisson-sql` crate).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use ferrisson_sql as sql;
+
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {
     pub use ferrisson_core::observe::metrics::*;
@@ -79,6 +86,10 @@ pub fn capabilities() -> Vec<Capabilities> {
     let mut all = Vec::new();
     #[cfg(feature = "redis")]
     all.extend_from_slice(ferrisson_redis::capabilities::CAPABILITIES);
+    #[cfg(feature = "postgres")]
+    all.extend_from_slice(ferrisson_sql::capabilities::POSTGRES);
+    #[cfg(feature = "mysql")]
+    all.extend_from_slice(ferrisson_sql::capabilities::MYSQL);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
     all
 }

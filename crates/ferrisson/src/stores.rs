@@ -116,7 +116,9 @@ impl StoreKind {
         match self {
             Self::Memory => true,
             Self::Redis => cfg!(feature = "redis"),
-            Self::Postgres | Self::MySql | Self::ZooKeeper | Self::Etcd => false,
+            Self::Postgres => cfg!(feature = "postgres"),
+            Self::MySql => cfg!(feature = "mysql"),
+            Self::ZooKeeper | Self::Etcd => false,
         }
     }
 
@@ -127,7 +129,10 @@ impl StoreKind {
     /// assert!(ferrisson::StoreKind::Redis.is_available());
     /// ```
     pub const fn is_available(self) -> bool {
-        matches!(self, Self::Redis | Self::Memory)
+        matches!(
+            self,
+            Self::Redis | Self::Memory | Self::Postgres | Self::MySql
+        )
     }
 
     /// The error for a URL of this store in a build without it.
