@@ -126,8 +126,15 @@ const REFUSED: &[Case] = &[
         "zookeeper",
     ),
     case(
-        &["elect", "--url", "etcd://127.0.0.1:2379", "x", "--", "true"],
-        "etcd",
+        &[
+            "elect",
+            "--url",
+            "mysql://127.0.0.1:1/db",
+            "x",
+            "--",
+            "true",
+        ],
+        "mysql",
     ),
     // A store that keeps no listing: ls and friends say so.
     case(&["ls", "--url", "memory://x"], "memory cannot list"),

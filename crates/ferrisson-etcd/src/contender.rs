@@ -75,8 +75,8 @@ impl Contender {
     }
 
     /// Waits until the contender is at the head of its queue (`Some`), at most `wait`
-    /// (`None` when it ran out; the contender is withdrawn then). A zero `wait` never
-    /// waits.
+    /// counted from `started` (when the acquire began; `None` when it ran out, and the
+    /// contender is withdrawn then). A zero `wait` never waits.
     ///
     /// # Errors
     ///
@@ -90,6 +90,7 @@ impl Contender {
         self,
         probe: &Probe,
         wait: Option<Duration>,
+        started: Instant,
     ) -> Result<Option<Self>> {
         if self.place.is_some_and(|p| p.first) {
             return Ok(Some(self));
@@ -98,7 +99,7 @@ impl Contender {
             self.withdraw().await;
             return Ok(None);
         }
-        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+        let deadline = wait.and_then(|w| started.checked_add(w));
         let etcd = self.client.etcd();
         let revision = self.revision();
         let name: &str = &probe.name;

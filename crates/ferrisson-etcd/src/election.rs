@@ -39,6 +39,7 @@ pub struct Election {
     probe: Probe,
     prefix: Arc<str>,
     value: Arc<[u8]>,
+    lease: Lease,
 }
 
 impl fmt::Debug for Election {
@@ -75,6 +76,7 @@ impl Election {
             probe,
             prefix,
             value: Arc::from(&b""[..]),
+            lease: Lease::Watchdog,
         })
     }
 
@@ -101,6 +103,25 @@ impl Election {
     pub fn with_value(mut self, value: impl AsRef<[u8]>) -> Self {
         self.value = Arc::from(value.as_ref());
         self
+    }
+
+    /// The same election with another lease: [`Lease::Watchdog`] (the default) leads on
+    /// the client's session lease, kept alive; [`Lease::Fixed`] on a lease of its own,
+    /// not renewed (the term ends with it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a fixed lease under 1 ms or over a year.
+    ///
+    /// ```no_run
+    /// # fn run(client: ferrisson_etcd::Client) -> ferrisson_core::Result<()> {
+    /// use std::time::Duration;
+    /// let election = client.election("a")?.with_lease(ferrisson_core::Lease::Fixed(Duration::from_secs(5)))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(mut self, lease: Lease) -> Result<Self> {
+        self.lease = lease.validate()?;
+        Ok(self)
     }
 
     /// The leader now, if any.
@@ -204,11 +225,18 @@ impl Election {
     }
 
     async fn campaign_within(&self, wait: Option<Duration>) -> Result<Option<Leadership>> {
+        let started = tokio::time::Instant::now();
         observe_acquire(&self.probe, wait, async {
-            let contender =
-                Contender::enqueue(&self.client, &self.prefix, Lease::Watchdog, &self.value)
-                    .await?;
-            let Some(contender) = contender.take_turn(&self.probe, wait).await? else {
+            let contender = Box::pin(Contender::enqueue(
+                &self.client,
+                &self.prefix,
+                self.lease,
+                &self.value,
+            ))
+            .await?;
+            // Boxed: see `Lock::acquire_unobserved`.
+            let Some(contender) = Box::pin(contender.take_turn(&self.probe, wait, started)).await?
+            else {
                 return Ok(None);
             };
             Ok(Some(Leadership {

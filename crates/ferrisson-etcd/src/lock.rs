@@ -9,6 +9,8 @@ use ferrisson_core::{
     Capabilities, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result, TaskKey,
 };
 
+use tokio::time::Instant;
+
 use crate::client::Client;
 use crate::contender::Contender;
 use crate::held::Held;
@@ -126,8 +128,18 @@ impl Lock {
         if let Some(guard) = self.reenter() {
             return Ok(Some(guard));
         }
-        let contender = Contender::enqueue(&self.client, &self.prefix, self.lease, b"").await?;
-        let Some(contender) = contender.take_turn(&self.probe, wait).await? else {
+        let started = Instant::now();
+        // Boxed: the gRPC calls' futures are large, and an acquire future is held across
+        // awaits by every caller (a network round trip dwarfs the allocation).
+        let contender = Box::pin(Contender::enqueue(
+            &self.client,
+            &self.prefix,
+            self.lease,
+            b"",
+        ))
+        .await?;
+        let Some(contender) = Box::pin(contender.take_turn(&self.probe, wait, started)).await?
+        else {
             return Ok(None);
         };
         let held = Held::start(contender, self.probe.clone());

@@ -32,6 +32,9 @@ pub enum Client {
     /// A Redis client (one server, Sentinel or Cluster).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Client),
+    /// An etcd client.
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Client),
     /// The in-process store.
     Memory(MemoryStore),
 }
@@ -84,6 +87,13 @@ impl From<ferrisson_redis::Client> for Client {
     }
 }
 
+#[cfg(feature = "etcd")]
+impl From<ferrisson_etcd::Client> for Client {
+    fn from(client: ferrisson_etcd::Client) -> Self {
+        Self::Etcd(client)
+    }
+}
+
 impl From<MemoryStore> for Client {
     fn from(store: MemoryStore) -> Self {
         Self::Memory(store)
@@ -101,6 +111,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => StoreKind::Redis,
+            #[cfg(feature = "etcd")]
+            Self::Etcd(_) => StoreKind::Etcd,
             Self::Memory(_) => StoreKind::Memory,
         }
     }
@@ -115,6 +127,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => ferrisson_redis::capabilities::CAPABILITIES,
+            #[cfg(feature = "etcd")]
+            Self::Etcd(_) => ferrisson_etcd::CAPABILITIES,
             Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
         }
     }
@@ -133,6 +147,8 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyLock::Redis(client.lock(name)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnyLock::Etcd(client.lock(name)?),
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
         })
     }
@@ -151,6 +167,8 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyElection::Redis(client.election(name)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnyElection::Etcd(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
         })
     }
@@ -165,6 +183,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => Some(client.watchdog_lease()),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => Some(client.watchdog_lease()),
             Self::Memory(_) => None,
         }
     }
@@ -180,6 +200,25 @@ impl Client {
     pub fn as_redis(&self) -> Option<&ferrisson_redis::Client> {
         match self {
             Self::Redis(client) => Some(client),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(_) => None,
+            Self::Memory(_) => None,
+        }
+    }
+
+    /// The etcd client, when this is one.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// # #[cfg(feature = "etcd")]
+    /// assert!(client.as_etcd().is_none());
+    /// ```
+    #[cfg(feature = "etcd")]
+    pub fn as_etcd(&self) -> Option<&ferrisson_etcd::Client> {
+        match self {
+            Self::Etcd(client) => Some(client),
+            #[cfg(feature = "redis")]
+            Self::Redis(_) => None,
             Self::Memory(_) => None,
         }
     }

@@ -28,6 +28,9 @@ pub enum AnyElection {
     /// A Redis [`Election`](ferrisson_redis::Election).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Election),
+    /// An etcd [`Election`](ferrisson_etcd::Election).
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Election),
     /// A memory store election.
     Memory(MemoryElection),
 }
@@ -40,6 +43,9 @@ pub enum AnyLeadership {
     /// A Redis leadership.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Leadership),
+    /// An etcd leadership.
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Leadership),
     /// A memory store leadership.
     Memory(MemoryLeadership),
 }
@@ -62,6 +68,8 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_lease(lease)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => Self::Etcd(election.with_lease(lease)?),
             Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
         })
     }
@@ -86,6 +94,9 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_candidate_id(id)?),
+            // etcd keeps a candidate's id as the value of its key (what `leader()` shows).
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => Self::Etcd(election.with_value(id.into())),
             Self::Memory(election) => {
                 let _ = id.into();
                 Self::Memory(election)
@@ -109,6 +120,8 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => AnyLeadership::Redis(election.campaign().await?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => AnyLeadership::Etcd(election.campaign().await?),
             Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
         })
     }
@@ -117,6 +130,8 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => election.try_campaign().await?.map(AnyLeadership::Redis),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => election.try_campaign().await?.map(AnyLeadership::Etcd),
             Self::Memory(election) => election.try_campaign().await?.map(AnyLeadership::Memory),
         })
     }
@@ -128,6 +143,11 @@ impl DistributedElection for AnyElection {
                 .campaign_timeout(wait)
                 .await?
                 .map(AnyLeadership::Redis),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::Etcd),
             Self::Memory(election) => election
                 .campaign_timeout(wait)
                 .await?

@@ -33,6 +33,8 @@
 //! ## Features
 //!
 //! - `redis` (default): the Redis store, [`redis`].
+//! - `etcd`: the etcd store (`etcd://HOST:PORT[,HOST:PORT...]`), `ferrisson::etcd`;
+//!   its locks queue with `etcdctl lock` on the same name.
 //!
 //! The in-process store ([`memory`]) is always there.
 
@@ -61,6 +63,11 @@ pub use ferrisson_core::{
 #[cfg(feature = "redis")]
 pub use ferrisson_redis as redis;
 
+/// The etcd store: its client and builder, lock, election and fenced put (the
+/// `ferrisson-etcd` crate).
+#[cfg(feature = "etcd")]
+pub use ferrisson_etcd as etcd;
+
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {
     pub use ferrisson_core::observe::metrics::*;
@@ -79,6 +86,8 @@ pub fn capabilities() -> Vec<Capabilities> {
     let mut all = Vec::new();
     #[cfg(feature = "redis")]
     all.extend_from_slice(ferrisson_redis::capabilities::CAPABILITIES);
+    #[cfg(feature = "etcd")]
+    all.extend_from_slice(ferrisson_etcd::CAPABILITIES);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
     all
 }
