@@ -21,6 +21,11 @@ use crate::{Election, Lock};
 pub const DEFAULT_WATCHDOG_LEASE: Duration = Duration::from_secs(30);
 /// How long connecting (and the first call that proves it) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the connection is pinged while a stream is open (etcd's default
+/// `--grpc-keepalive-min-time` is 5 s: pinging more often gets the connection closed).
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a ping may go unanswered before the connection is dropped.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest lock name, in bytes.
 pub const MAX_NAME_LEN: usize = 1024;
 
@@ -169,8 +174,10 @@ impl ClientBuilder {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.connect_timeout)
             // A dead or blackholed member is noticed within seconds, not at TCP's pace.
-            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
-            .with_keep_alive_while_idle(true);
+            // Not more often than every 5 s, and not without a stream open: etcd's
+            // servers (`--grpc-keepalive-min-time`, no pings without streams) close a
+            // connection that pings more, and every watch and keep-alive on it with it.
+            .with_keep_alive(KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT);
         if let Some((user, password)) = &url.credentials {
             options = options.with_user(user, password);
         }

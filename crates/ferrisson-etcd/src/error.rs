@@ -60,3 +60,18 @@ impl StoreError for EtcdError {
 pub(crate) fn store(error: etcd_client::Error) -> Error {
     Error::store(EtcdError(error))
 }
+
+/// True for a failure a wait should ride out by asking again: the connection's, or a
+/// stream broken under the call.
+pub(crate) fn is_retryable(error: &etcd_client::Error) -> bool {
+    matches!(
+        error,
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_)
+    ) || matches!(
+        error,
+        etcd_client::Error::GRpcStatus(status) if matches!(
+            status.code(),
+            Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Cancelled
+        )
+    )
+}

@@ -47,9 +47,13 @@ impl Client {
     /// lock-protected updates with a 2 s TTL, and found writes guarded by the lock key's
     /// revision safe.
     ///
+    /// `key` must not be under the lock's prefix (`NAME/`): a key there would queue as a
+    /// contender for the lock.
+    ///
     /// # Errors
     ///
-    /// A store error (the write may or may not have been made when
+    /// [`Error::InvalidArgument`](ferrisson_core::Error::InvalidArgument) for a key under
+    /// the lock's prefix; a store error (the write may or may not have been made when
     /// [`Error::maybe_executed`](ferrisson_core::Error::maybe_executed) says so).
     ///
     /// # Cancel safety
@@ -60,7 +64,7 @@ impl Client {
     /// use ferrisson_core::DistributedLock;
     ///
     /// # async fn run(client: ferrisson_etcd::Client) -> ferrisson_core::Result<()> {
-    /// let guard = client.lock("accounts/42")?.lock().await?;
+    /// let guard = client.lock("locks/accounts/42")?.lock().await?;
     /// // ... a long pause here could outlive the lease ...
     /// match client.fenced_put(&guard, "accounts/42/balance", "90").await? {
     ///     ferrisson_etcd::FencedPut::Accepted { revision } => println!("written at {revision}"),
@@ -75,6 +79,13 @@ impl Client {
         value: impl Into<Vec<u8>>,
     ) -> Result<FencedPut> {
         let prefix = guard.key_prefix();
+        let key = key.into();
+        if key.starts_with(prefix.as_bytes()) {
+            return Err(ferrisson_core::Error::invalid(format!(
+                "a fenced put's key must not be under the lock's prefix {prefix:?}: it would \
+                 queue as a contender for the lock"
+            )));
+        }
         let txn = Txn::new()
             .when([guard.fence()])
             .and_then([TxnOp::put(key, value, None)])

@@ -25,7 +25,7 @@
 //! # async fn run() -> ferrisson_core::Result<()> {
 //! let client = ferrisson_etcd::Client::connect("etcd://127.0.0.1:2379").await?;
 //! let guard = client.lock("invoices")?.lock().await?;
-//! let written = client.fenced_put(&guard, "invoices/last", "2026-11").await?;
+//! let written = client.fenced_put(&guard, "data/invoices/last", "2026-11").await?;
 //! assert!(written.is_accepted());
 //! println!("token {}", guard.fencing_token());
 //! guard.unlock().await?;

@@ -117,7 +117,15 @@ pub(crate) async fn wait_for_predecessors(
             .with_sort(SortTarget::Create, SortOrder::Descend)
             .with_limit(1)
             .with_max_create_revision(revision - 1);
-        let older = kv.get(prefix, Some(options)).await.map_err(store)?;
+        let older = match kv.get(prefix, Some(options)).await {
+            Ok(older) => older,
+            // A member went away mid-wait: ask again (another member answers).
+            Err(e) if crate::error::is_retryable(&e) => {
+                tokio::time::sleep(RETRY_DELAY).await;
+                continue;
+            }
+            Err(e) => return Err(store(e)),
+        };
         let Some(predecessor) = older.kvs().first() else {
             return Ok(());
         };
@@ -127,24 +135,37 @@ pub(crate) async fn wait_for_predecessors(
 }
 
 /// Waits for a deletion of `key` at or after revision `from`; returns early (for the
-/// caller to look again) when the watch is cancelled by etcd.
+/// caller to look again) when the watch is cancelled by etcd or its stream breaks (a
+/// member went away: the next look goes to another). The caller bounds the retries: its
+/// lease ends when no member answers for a whole TTL.
 async fn wait_for_deletion(etcd: &etcd_client::Client, key: &[u8], from: i64) -> Result<()> {
-    let mut stream = etcd
+    let Ok(mut stream) = etcd
         .watch_client()
         .watch(key, Some(WatchOptions::new().with_start_revision(from)))
         .await
-        .map_err(store)?;
-    while let Some(answer) = stream.message().await.map_err(store)? {
-        if answer.canceled()
-            || answer
-                .events()
-                .iter()
-                .any(|event| event.event_type() == EventType::Delete)
-        {
-            return Ok(());
+    else {
+        tokio::time::sleep(RETRY_DELAY).await;
+        return Ok(());
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(answer)) => {
+                if answer.canceled()
+                    || answer
+                        .events()
+                        .iter()
+                        .any(|event| event.event_type() == EventType::Delete)
+                {
+                    return Ok(());
+                }
+            }
+            Ok(None) => return Ok(()),
+            Err(_) => {
+                tokio::time::sleep(RETRY_DELAY).await;
+                return Ok(());
+            }
         }
     }
-    Ok(())
 }
 
 /// Whether `key` still exists with create revision `revision`.
