@@ -14,7 +14,7 @@ use crate::error::EtcdError;
 use crate::held::Held;
 use crate::lease::LeaseHandle;
 use crate::url::EtcdUrl;
-use crate::{Election, Lock};
+use crate::{Election, Lock, Semaphore};
 
 /// The session lease's TTL when the builder sets none: etcd's `concurrency` package uses
 /// 60 s; ferrisson's watchdog leases are 30 s on every store.
@@ -289,6 +289,22 @@ impl Client {
     /// ```
     pub fn election(&self, name: &str) -> Result<Election> {
         Election::new(self.clone(), name)
+    }
+
+    /// A counting semaphore `name` with `permits` permits, on the lock's queue (the first
+    /// `permits` keys under `NAME/` by create revision hold).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`], and [`Error::InvalidArgument`] for zero permits.
+    ///
+    /// ```no_run
+    /// # fn run(client: ferrisson_etcd::Client) -> ferrisson_core::Result<()> {
+    /// let pool = client.semaphore("exports", 3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        Semaphore::new(self.clone(), name, permits)
     }
 
     /// The session lease's TTL (see [`ClientBuilder::watchdog_lease`]).

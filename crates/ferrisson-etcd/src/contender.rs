@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::lease::LeaseHandle;
-use crate::queue::{self, Place};
+use crate::queue::{self, Admission, Place};
 
 /// A key in the queue under `prefix` that has not become a hold yet. Dropping it
 /// withdraws it in a background task (a cancelled wait leaves no key behind).
@@ -28,7 +28,8 @@ pub(crate) struct Contender {
 }
 
 impl Contender {
-    /// Takes a lease and puts the contender's key in the queue with `value`.
+    /// Takes a lease and puts the contender's key (`prefix` + lease id) in the queue
+    /// with `value`; its place is read against `admission`'s queue.
     ///
     /// # Cancel safety
     ///
@@ -36,6 +37,7 @@ impl Contender {
     pub(crate) async fn enqueue(
         client: &Client,
         prefix: &Arc<str>,
+        admission: &Admission,
         lease: Lease,
         value: &[u8],
     ) -> Result<Self> {
@@ -51,7 +53,7 @@ impl Contender {
         };
         match queue::enqueue(
             client.etcd(),
-            prefix,
+            admission.queue(),
             &contender.key,
             contender.lease.id,
             value,
@@ -91,13 +93,30 @@ impl Contender {
         probe: &Probe,
         wait: Option<Duration>,
         started: Instant,
+        admission: &Admission,
     ) -> Result<Option<Self>> {
         if self.place.is_some_and(|p| p.first) {
             return Ok(Some(self));
         }
         if wait == Some(Duration::ZERO) {
-            self.withdraw().await;
-            return Ok(None);
+            // First in the queue was the whole rule for a lock; a semaphore admits more.
+            let admitted = match admission {
+                Admission::NoneOlder(_) => Ok(false),
+                Admission::FewerOlder(..) => {
+                    queue::admitted_now(self.client.etcd(), admission, self.revision()).await
+                }
+            };
+            return match admitted {
+                Ok(true) => Ok(Some(self)),
+                Ok(false) => {
+                    self.withdraw().await;
+                    Ok(None)
+                }
+                Err(e) => {
+                    self.withdraw().await;
+                    Err(e)
+                }
+            };
         }
         let deadline = wait.and_then(|w| started.checked_add(w));
         let etcd = self.client.etcd();
@@ -105,7 +124,7 @@ impl Contender {
         let name: &str = &probe.name;
         let turn = async {
             tokio::select! {
-                waited = queue::wait_for_predecessors(etcd, &self.prefix, revision) => waited,
+                waited = queue::wait_for_admission(etcd, admission, revision) => waited,
                 () = self.lease.ended() => Err(Error::LeaseExpired { name: name.into() }),
             }
         };

@@ -18,6 +18,7 @@ use crate::client::Client;
 use crate::contender::Contender;
 use crate::error::store;
 use crate::held::Held;
+use crate::queue::Admission;
 
 /// A leader election on etcd. A candidate campaigns (waits for its turn in the queue),
 /// leads until it resigns (`unlock`) or loses its lease or key, and has a fencing token
@@ -226,16 +227,19 @@ impl Election {
 
     async fn campaign_within(&self, wait: Option<Duration>) -> Result<Option<Leadership>> {
         let started = tokio::time::Instant::now();
+        let admission = Admission::NoneOlder(Arc::clone(&self.prefix));
         observe_acquire(&self.probe, wait, async {
             let contender = Box::pin(Contender::enqueue(
                 &self.client,
                 &self.prefix,
+                &admission,
                 self.lease,
                 &self.value,
             ))
             .await?;
             // Boxed: see `Lock::acquire_unobserved`.
-            let Some(contender) = Box::pin(contender.take_turn(&self.probe, wait, started)).await?
+            let Some(contender) =
+                Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
             else {
                 return Ok(None);
             };

@@ -46,6 +46,7 @@ mod held;
 mod lease;
 mod lock;
 mod queue;
+mod semaphore;
 mod url;
 
 pub use client::{
@@ -55,9 +56,11 @@ pub use election::{Election, Leader, Leadership};
 pub use error::EtcdError;
 pub use fence::FencedPut;
 pub use lock::{Lock, LockGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};
 
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
+    DistributedElection, DistributedLock, DistributedSemaphore, Error, Fenced, FencingToken, Guard,
+    Lease, Permit, Result,
 };
 
 use ferrisson_core::capabilities::{CancelSafety, Capabilities, Fencing, Reentry, Validity, Wait};
@@ -98,6 +101,17 @@ pub const CAPABILITIES: &[Capabilities] = &[
         Fencing::Token("the candidate key's create revision: one per term; never goes back"),
         LOST,
         WAIT,
+        CANCEL,
+    ),
+    Capabilities::new(
+        STORE,
+        "Semaphore",
+        Reentry::None,
+        true,
+        VALIDITY,
+        Fencing::None,
+        LOST,
+        Wait::EventDriven("a watch on the queue: a release anywhere in it counts again"),
         CANCEL,
     ),
 ];

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::contender::Contender;
 use crate::held::Held;
+use crate::queue::Admission;
 
 /// A lock on etcd, compatible with etcd's `concurrency.Mutex` (and so with
 /// `etcdctl lock NAME` and Go services using that package on the same name): the same
@@ -131,14 +132,17 @@ impl Lock {
         let started = Instant::now();
         // Boxed: the gRPC calls' futures are large, and an acquire future is held across
         // awaits by every caller (a network round trip dwarfs the allocation).
+        let admission = Admission::NoneOlder(Arc::clone(&self.prefix));
         let contender = Box::pin(Contender::enqueue(
             &self.client,
             &self.prefix,
+            &admission,
             self.lease,
             b"",
         ))
         .await?;
-        let Some(contender) = Box::pin(contender.take_turn(&self.probe, wait, started)).await?
+        let Some(contender) =
+            Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
         else {
             return Ok(None);
         };

@@ -21,12 +21,31 @@ use crate::error::store;
 /// How long the own-key watch waits before opening a new watch after one failed.
 const RETRY_DELAY: Duration = Duration::from_millis(200);
 
+/// When a contender in a queue may go ahead.
+#[derive(Debug, Clone)]
+pub(crate) enum Admission {
+    /// No key under this prefix is older (a lock, an election, a writer: the whole
+    /// queue; a reader: the writers' keys).
+    NoneOlder(Arc<str>),
+    /// Fewer than this many keys under this prefix are older (a semaphore's permits).
+    FewerOlder(Arc<str>, u32),
+}
+
+impl Admission {
+    /// The prefix whose keys decide.
+    pub(crate) fn queue(&self) -> &Arc<str> {
+        match self {
+            Self::NoneOlder(queue) | Self::FewerOlder(queue, _) => queue,
+        }
+    }
+}
+
 /// A contender's place in the queue.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Place {
     /// The create revision of the contender's key (its fencing token).
     pub(crate) revision: i64,
-    /// True when no key under the prefix is older: the contender holds.
+    /// True when no key under the queue's prefix is older: the contender may go ahead.
     pub(crate) first: bool,
 }
 
@@ -49,14 +68,14 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64> 
 }
 
 /// Creates `key` under `lease` with `value` if it is absent, in one transaction with a
-/// read of the prefix's first key (etcd's `Mutex.Lock` transaction).
+/// read of the first key under `queue` (etcd's `Mutex.Lock` transaction).
 ///
 /// A key that exists already can only be a leftover of this client (its lease is this
 /// client's, and the client never has two contenders on one key): an earlier release
 /// that did not reach etcd. It is deleted and the key created anew.
 pub(crate) async fn enqueue(
     etcd: &etcd_client::Client,
-    prefix: &str,
+    queue: &str,
     key: &str,
     lease: i64,
     value: &[u8],
@@ -67,9 +86,9 @@ pub(crate) async fn enqueue(
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([
                 TxnOp::put(key, value, Some(PutOptions::new().with_lease(lease))),
-                first_created(prefix),
+                first_created(queue),
             ])
-            .or_else([TxnOp::get(key, None), first_created(prefix)]);
+            .or_else([TxnOp::get(key, None), first_created(queue)]);
         let answer = kv.txn(txn).await.map_err(store)?;
         let responses = answer.op_responses();
         if !answer.succeeded() {
@@ -97,6 +116,70 @@ pub(crate) async fn enqueue(
     Err(Error::Protocol(format!(
         "key {key:?} kept reappearing: is another client using this client's lease?"
     )))
+}
+
+/// Waits until `admission` lets the contender with create revision `revision` go ahead.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads and watches.
+pub(crate) async fn wait_for_admission(
+    etcd: &etcd_client::Client,
+    admission: &Admission,
+    revision: i64,
+) -> Result<()> {
+    match admission {
+        Admission::NoneOlder(queue) => wait_for_predecessors(etcd, queue, revision).await,
+        Admission::FewerOlder(queue, permits) => loop {
+            let (older, at) = match count_older(etcd, queue, revision).await {
+                Ok(counted) => counted,
+                Err(e) if e.is_transient() => {
+                    tokio::time::sleep(RETRY_DELAY).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if older < i64::from(*permits) {
+                return Ok(());
+            }
+            // Any deletion under the prefix may be an older key's: count again.
+            wait_for_deletion(etcd, queue.as_bytes(), at + 1, true).await?;
+        },
+    }
+}
+
+/// Whether `admission` lets the contender with create revision `revision` go ahead now.
+pub(crate) async fn admitted_now(
+    etcd: &etcd_client::Client,
+    admission: &Admission,
+    revision: i64,
+) -> Result<bool> {
+    let (older, _) = count_older(etcd, admission.queue(), revision).await?;
+    Ok(match admission {
+        Admission::NoneOlder(_) => older == 0,
+        Admission::FewerOlder(_, permits) => older < i64::from(*permits),
+    })
+}
+
+/// How many keys under `prefix` are older than `revision`, and at which revision.
+async fn count_older(
+    etcd: &etcd_client::Client,
+    prefix: &str,
+    revision: i64,
+) -> Result<(i64, i64)> {
+    // Keys, not a count: etcd counts before it filters by create revision, so a
+    // count-only range would count the younger keys too.
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_keys_only()
+        .with_max_create_revision(revision - 1);
+    let older = etcd
+        .kv_client()
+        .get(prefix, Some(options))
+        .await
+        .map_err(store)?;
+    let count = i64::try_from(older.kvs().len()).unwrap_or(i64::MAX);
+    Ok((count, header_revision(older.header())?))
 }
 
 /// Waits until no key under `prefix` is older than `revision` (etcd's `waitDeletes`):
@@ -130,7 +213,7 @@ pub(crate) async fn wait_for_predecessors(
             return Ok(());
         };
         let at = header_revision(older.header())?;
-        wait_for_deletion(etcd, predecessor.key(), at).await?;
+        wait_for_deletion(etcd, predecessor.key(), at, false).await?;
     }
 }
 
@@ -138,12 +221,17 @@ pub(crate) async fn wait_for_predecessors(
 /// caller to look again) when the watch is cancelled by etcd or its stream breaks (a
 /// member went away: the next look goes to another). The caller bounds the retries: its
 /// lease ends when no member answers for a whole TTL.
-async fn wait_for_deletion(etcd: &etcd_client::Client, key: &[u8], from: i64) -> Result<()> {
-    let Ok(mut stream) = etcd
-        .watch_client()
-        .watch(key, Some(WatchOptions::new().with_start_revision(from)))
-        .await
-    else {
+async fn wait_for_deletion(
+    etcd: &etcd_client::Client,
+    key: &[u8],
+    from: i64,
+    prefix: bool,
+) -> Result<()> {
+    let mut options = WatchOptions::new().with_start_revision(from);
+    if prefix {
+        options = options.with_prefix();
+    }
+    let Ok(mut stream) = etcd.watch_client().watch(key, Some(options)).await else {
         tokio::time::sleep(RETRY_DELAY).await;
         return Ok(());
     };
