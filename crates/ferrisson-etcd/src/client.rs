@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use etcd_client::ConnectOptions;
 use ferrisson_core::observe::{ClassFn, Classes};
-use ferrisson_core::{Error, Lease, Result};
+use ferrisson_core::{Error, Lease, Result, TaskKey};
 
 use crate::error::EtcdError;
 use crate::held::Held;
 use crate::lease::LeaseHandle;
 use crate::url::EtcdUrl;
-use crate::{Election, Lock, Semaphore};
+use crate::{Election, Lock, RwLock, Semaphore};
 
 /// The session lease's TTL when the builder sets none: etcd's `concurrency` package uses
 /// 60 s; ferrisson's watchdog leases are 30 s on every store.
@@ -66,6 +66,9 @@ struct Inner {
     /// The holds of this client by prefix (one at most per prefix: they exclude each
     /// other), for re-entry.
     holds: Mutex<HashMap<Arc<str>, Arc<Held>>>,
+    /// Read holds by readers' prefix and task: a task holding a read side is refused
+    /// that lock's write side.
+    reads: Mutex<HashMap<(Arc<str>, TaskKey), u32>>,
 }
 
 pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -217,6 +220,7 @@ impl ClientBuilder {
                 session: tokio::sync::Mutex::new(None),
                 on_session: Mutex::default(),
                 holds: Mutex::default(),
+                reads: Mutex::default(),
             }),
         })
     }
@@ -305,6 +309,22 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
         Semaphore::new(self.clone(), name, permits)
+    }
+
+    /// A read-write lock `name` (keys under `NAME/read/` and `NAME/write/`, one queue
+    /// under `NAME/`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`].
+    ///
+    /// ```no_run
+    /// # fn run(client: ferrisson_etcd::Client) -> ferrisson_core::Result<()> {
+    /// let prices = client.rwlock("prices")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock(&self, name: &str) -> Result<RwLock> {
+        RwLock::new(self.clone(), name)
     }
 
     /// The session lease's TTL (see [`ClientBuilder::watchdog_lease`]).
@@ -404,6 +424,29 @@ impl Client {
 
     pub(crate) fn add_hold(&self, held: &Arc<Held>) {
         locked(&self.inner.holds).insert(Arc::clone(&held.prefix), Arc::clone(held));
+    }
+
+    /// How many read holds `task` has under the readers' prefix `readers`.
+    pub(crate) fn reads(&self, readers: &Arc<str>, task: TaskKey) -> u32 {
+        locked(&self.inner.reads)
+            .get(&(Arc::clone(readers), task))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Counts a read hold of `task` taken (`true`) or released.
+    pub(crate) fn count_read(&self, readers: &Arc<str>, task: TaskKey, taken: bool) {
+        let mut reads = locked(&self.inner.reads);
+        let key = (Arc::clone(readers), task);
+        let count = reads.entry(key.clone()).or_insert(0);
+        if taken {
+            *count += 1;
+        } else {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                reads.remove(&key);
+            }
+        }
     }
 
     /// Forgets `held` (not a newer hold under the same prefix).

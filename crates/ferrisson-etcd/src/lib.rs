@@ -46,6 +46,7 @@ mod held;
 mod lease;
 mod lock;
 mod queue;
+mod rwlock;
 mod semaphore;
 mod url;
 
@@ -56,11 +57,12 @@ pub use election::{Election, Leader, Leadership};
 pub use error::EtcdError;
 pub use fence::FencedPut;
 pub use lock::{Lock, LockGuard};
+pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, DistributedSemaphore, Error, Fenced, FencingToken, Guard,
-    Lease, Permit, Result,
+    DistributedElection, DistributedLock, DistributedRwLock, DistributedSemaphore, Error, Fenced,
+    FencingToken, Guard, Lease, Permit, Result,
 };
 
 use ferrisson_core::capabilities::{CancelSafety, Capabilities, Fencing, Reentry, Validity, Wait};
@@ -112,6 +114,17 @@ pub const CAPABILITIES: &[Capabilities] = &[
         Fencing::None,
         LOST,
         Wait::EventDriven("a watch on the queue: a release anywhere in it counts again"),
+        CANCEL,
+    ),
+    Capabilities::new(
+        STORE,
+        "RwLock",
+        Reentry::None,
+        true,
+        VALIDITY,
+        Fencing::Token("write side: the key's create revision; read side: none"),
+        LOST,
+        WAIT,
         CANCEL,
     ),
 ];
