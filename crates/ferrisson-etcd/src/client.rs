@@ -14,7 +14,7 @@ use crate::error::EtcdError;
 use crate::held::Held;
 use crate::lease::LeaseHandle;
 use crate::url::EtcdUrl;
-use crate::{Election, Lock, RwLock, Semaphore};
+use crate::{Election, Latch, Lock, RwLock, Semaphore};
 
 /// The session lease's TTL when the builder sets none: etcd's `concurrency` package uses
 /// 60 s; ferrisson's watchdog leases are 30 s on every store.
@@ -325,6 +325,22 @@ impl Client {
     /// ```
     pub fn rwlock(&self, name: &str) -> Result<RwLock> {
         RwLock::new(self.clone(), name)
+    }
+
+    /// A count-down latch `name` (the key `NAME`), set to `count` by the first call that
+    /// finds it absent.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`].
+    ///
+    /// ```no_run
+    /// # fn run(client: ferrisson_etcd::Client) -> ferrisson_core::Result<()> {
+    /// let ready = client.count_down_latch("workers-ready", 3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down_latch(&self, name: &str, count: u32) -> Result<Latch> {
+        Latch::new(self.clone(), name, count)
     }
 
     /// The session lease's TTL (see [`ClientBuilder::watchdog_lease`]).

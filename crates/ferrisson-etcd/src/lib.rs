@@ -43,6 +43,7 @@ mod election;
 mod error;
 mod fence;
 mod held;
+mod latch;
 mod lease;
 mod lock;
 mod queue;
@@ -56,13 +57,14 @@ pub use client::{
 pub use election::{Election, Leader, Leadership};
 pub use error::EtcdError;
 pub use fence::FencedPut;
+pub use latch::Latch;
 pub use lock::{Lock, LockGuard};
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, DistributedRwLock, DistributedSemaphore, Error, Fenced,
-    FencingToken, Guard, Lease, Permit, Result,
+    DistributedElection, DistributedLatch, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Error, Fenced, FencingToken, Guard, Lease, Permit, Result,
 };
 
 use ferrisson_core::capabilities::{CancelSafety, Capabilities, Fencing, Reentry, Validity, Wait};
