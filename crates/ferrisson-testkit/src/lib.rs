@@ -2,6 +2,9 @@
 //! private temporary directory, and kills them on drop: single servers, Redis Clusters
 //! ([`RedisCluster`]) and Sentinel groups ([`SentinelGroup`]).
 //!
+//! etcd members run the same way ([`EtcdCluster`]: one member or a cluster, `etcd` from
+//! `PATH` or `FERRISSON_ETCD`).
+//!
 //! Every integration test of the project starts its own server(s) through this crate;
 //! none touches the system Redis on port 6379.
 //!
@@ -27,6 +30,7 @@
 mod clock;
 mod cluster;
 mod cluster_view;
+mod etcd;
 mod memory;
 mod proxy;
 mod resp;
@@ -40,6 +44,7 @@ mod wait;
 
 pub use clock::ClockShift;
 pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
+pub use etcd::{EtcdCluster, etcd_binary, etcdctl_binary};
 pub use memory::FullMemory;
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use resp::Reply;

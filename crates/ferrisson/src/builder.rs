@@ -148,6 +148,17 @@ impl ClientBuilder {
             StoreKind::Postgres => self.connect_sql().await,
             #[cfg(feature = "mysql")]
             StoreKind::MySql => self.connect_sql().await,
+            #[cfg(feature = "etcd")]
+            StoreKind::Etcd => {
+                let mut builder = ferrisson_etcd::Client::builder(&self.url);
+                if let Some(lease) = self.watchdog_lease {
+                    builder = builder.watchdog_lease(lease);
+                }
+                if let Some(namespace) = self.namespace {
+                    builder = builder.namespace(namespace);
+                }
+                Ok(Client::Etcd(builder.connect().await?))
+            }
             other => Err(other.not_compiled(&self.url)),
         }
     }

@@ -35,6 +35,9 @@ pub enum Client {
     /// A PostgreSQL or MySQL/MariaDB client (its lock table).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     Sql(ferrisson_sql::Client),
+    /// An etcd client.
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Client),
     /// The in-process store.
     Memory(MemoryStore),
 }
@@ -93,6 +96,10 @@ impl From<ferrisson_redis::Client> for Client {
 impl From<ferrisson_sql::Client> for Client {
     fn from(client: ferrisson_sql::Client) -> Self {
         Self::Sql(client)
+#[cfg(feature = "etcd")]
+impl From<ferrisson_etcd::Client> for Client {
+    fn from(client: ferrisson_etcd::Client) -> Self {
+        Self::Etcd(client)
     }
 }
 
@@ -118,6 +125,8 @@ impl Client {
                 ferrisson_sql::Dialect::Postgres => StoreKind::Postgres,
                 ferrisson_sql::Dialect::MySql => StoreKind::MySql,
             },
+            #[cfg(feature = "etcd")]
+            Self::Etcd(_) => StoreKind::Etcd,
             Self::Memory(_) => StoreKind::Memory,
         }
     }
@@ -134,6 +143,8 @@ impl Client {
             Self::Redis(_) => ferrisson_redis::capabilities::CAPABILITIES,
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(client) => ferrisson_sql::capabilities::of(client.dialect()),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(_) => ferrisson_etcd::CAPABILITIES,
             Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
         }
     }
@@ -159,6 +170,8 @@ impl Client {
                 ferrisson_sql::LockKind::Session => AnyLock::SqlSession(client.session_lock(name)?),
                 ferrisson_sql::LockKind::Table => AnyLock::Sql(client.lock(name)?),
             },
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnyLock::Etcd(client.lock(name)?),
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
         })
     }
@@ -179,6 +192,8 @@ impl Client {
             Self::Redis(client) => AnyElection::Redis(client.election(name)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(client) => AnyElection::Sql(client.election(name)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnyElection::Etcd(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
         })
     }
@@ -195,6 +210,8 @@ impl Client {
             Self::Redis(client) => Some(client.watchdog_lease()),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(client) => Some(client.watchdog_lease()),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => Some(client.watchdog_lease()),
             Self::Memory(_) => None,
         }
     }
@@ -225,6 +242,21 @@ impl Client {
     pub fn as_sql(&self) -> Option<&ferrisson_sql::Client> {
         match self {
             Self::Sql(client) => Some(client),
+            _ => None,
+        }
+    }
+
+    /// The etcd client, when this is one.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// # #[cfg(feature = "etcd")]
+    /// assert!(client.as_etcd().is_none());
+    /// ```
+    #[cfg(feature = "etcd")]
+    pub fn as_etcd(&self) -> Option<&ferrisson_etcd::Client> {
+        match self {
+            Self::Etcd(client) => Some(client),
             _ => None,
         }
     }

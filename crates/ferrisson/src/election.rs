@@ -16,6 +16,8 @@ macro_rules! each_store {
             $enum::Redis($inner) => $body,
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             $enum::Sql($inner) => $body,
+            #[cfg(feature = "etcd")]
+            $enum::Etcd($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
@@ -43,6 +45,9 @@ pub enum AnyElection {
     /// A PostgreSQL or MySQL/MariaDB lock-table election.
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     Sql(ferrisson_sql::TableElection),
+    /// An etcd [`Election`](ferrisson_etcd::Election).
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Election),
     /// A memory store election.
     Memory(MemoryElection),
 }
@@ -58,6 +63,9 @@ pub enum AnyLeadership {
     /// A lock-table election's term.
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     Sql(ferrisson_sql::TableLockGuard),
+    /// An etcd leadership.
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Leadership),
     /// A memory store leadership.
     Memory(MemoryLeadership),
 }
@@ -82,6 +90,8 @@ impl AnyElection {
             Self::Redis(election) => Self::Redis(election.with_lease(lease)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(election) => Self::Sql(election.with_lease(lease)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => Self::Etcd(election.with_lease(lease)?),
             Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
         })
     }
@@ -111,6 +121,9 @@ impl AnyElection {
                 let _ = id.into();
                 Self::Sql(election)
             }
+            // etcd keeps a candidate's id as the value of its key (what `leader()` shows).
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => Self::Etcd(election.with_value(id.into())),
             Self::Memory(election) => {
                 let _ = id.into();
                 Self::Memory(election)
@@ -136,6 +149,8 @@ impl DistributedElection for AnyElection {
             Self::Redis(election) => AnyLeadership::Redis(election.campaign().await?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(election) => AnyLeadership::Sql(election.campaign().await?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => AnyLeadership::Etcd(election.campaign().await?),
             Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
         })
     }
@@ -146,6 +161,8 @@ impl DistributedElection for AnyElection {
             Self::Redis(election) => election.try_campaign().await?.map(AnyLeadership::Redis),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::Sql(election) => election.try_campaign().await?.map(AnyLeadership::Sql),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => election.try_campaign().await?.map(AnyLeadership::Etcd),
             Self::Memory(election) => election.try_campaign().await?.map(AnyLeadership::Memory),
         })
     }
@@ -162,6 +179,11 @@ impl DistributedElection for AnyElection {
                 .campaign_timeout(wait)
                 .await?
                 .map(AnyLeadership::Sql),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::Etcd),
             Self::Memory(election) => election
                 .campaign_timeout(wait)
                 .await?

@@ -35,6 +35,8 @@
 //! - `redis` (default): the Redis store, [`redis`].
 //! - `postgres`, `mysql`: the lock table on PostgreSQL, on MySQL/MariaDB (`sql`, the
 //!   `ferrisson-sql` crate; either feature compiles both drivers).
+//! - `etcd`: the etcd store (`etcd://HOST:PORT[,HOST:PORT...]`), `ferrisson::etcd`;
+//!   its locks queue with `etcdctl lock` on the same name.
 //!
 //! The in-process store ([`memory`]) is always there.
 
@@ -67,6 +69,10 @@ pub use ferrisson_redis as redis;
 /// (the `ferrisson-sql` crate).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use ferrisson_sql as sql;
+/// The etcd store: its client and builder, lock, election and fenced put (the
+/// `ferrisson-etcd` crate).
+#[cfg(feature = "etcd")]
+pub use ferrisson_etcd as etcd;
 
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {
@@ -90,6 +96,8 @@ pub fn capabilities() -> Vec<Capabilities> {
     all.extend_from_slice(ferrisson_sql::capabilities::POSTGRES);
     #[cfg(feature = "mysql")]
     all.extend_from_slice(ferrisson_sql::capabilities::MYSQL);
+    #[cfg(feature = "etcd")]
+    all.extend_from_slice(ferrisson_etcd::CAPABILITIES);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
     all
 }

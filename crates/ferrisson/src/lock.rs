@@ -32,6 +32,9 @@ pub enum AnyLock {
     /// ([`SessionLock`](ferrisson_sql::SessionLock); URLs with `?lock=advisory`).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     SqlSession(ferrisson_sql::SessionLock),
+    /// An etcd [`Lock`](ferrisson_etcd::Lock).
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::Lock),
     /// A memory store lock.
     Memory(MemoryLock),
 }
@@ -50,6 +53,9 @@ pub enum AnyGuard {
     /// A session lock's guard (no fencing token).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     SqlSession(ferrisson_sql::SessionLockGuard),
+    /// An etcd lock's guard.
+    #[cfg(feature = "etcd")]
+    Etcd(ferrisson_etcd::LockGuard),
     /// A memory store lock's guard.
     Memory(MemoryLockGuard),
 }
@@ -64,6 +70,8 @@ macro_rules! each_store {
             $enum::Sql($inner) => $body,
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             $enum::SqlSession($inner) => $body,
+            #[cfg(feature = "etcd")]
+            $enum::Etcd($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
@@ -92,6 +100,8 @@ impl AnyLock {
             Self::Sql(lock) => Self::Sql(lock.with_lease(lease)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::SqlSession(lock) => Self::SqlSession(lock.with_lease(lease)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(lock) => Self::Etcd(lock.with_lease(lease)?),
             Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
         })
     }
@@ -116,6 +126,8 @@ impl DistributedLock for AnyLock {
             Self::Sql(lock) => AnyGuard::Sql(lock.lock().await?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::SqlSession(lock) => AnyGuard::SqlSession(lock.lock().await?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(lock) => AnyGuard::Etcd(lock.lock().await?),
             Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
         })
     }
@@ -128,6 +140,8 @@ impl DistributedLock for AnyLock {
             Self::Sql(lock) => lock.try_lock().await?.map(AnyGuard::Sql),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::SqlSession(lock) => lock.try_lock().await?.map(AnyGuard::SqlSession),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(lock) => lock.try_lock().await?.map(AnyGuard::Etcd),
             Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
         })
     }
@@ -142,6 +156,8 @@ impl DistributedLock for AnyLock {
             Self::Sql(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Sql),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::SqlSession(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::SqlSession),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Etcd),
             Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
         })
     }

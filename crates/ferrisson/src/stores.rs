@@ -118,7 +118,8 @@ impl StoreKind {
             Self::Redis => cfg!(feature = "redis"),
             Self::Postgres => cfg!(feature = "postgres"),
             Self::MySql => cfg!(feature = "mysql"),
-            Self::ZooKeeper | Self::Etcd => false,
+            Self::Etcd => cfg!(feature = "etcd"),
+            Self::ZooKeeper => false,
         }
     }
 
@@ -131,7 +132,7 @@ impl StoreKind {
     pub const fn is_available(self) -> bool {
         matches!(
             self,
-            Self::Redis | Self::Memory | Self::Postgres | Self::MySql
+            Self::Redis | Self::Memory | Self::Postgres | Self::MySql | Self::Etcd
         )
     }
 

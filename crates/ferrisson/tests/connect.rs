@@ -32,12 +32,15 @@ async fn unknown_and_missing_schemes_are_invalid_arguments() {
 
 #[tokio::test]
 async fn a_store_without_its_code_says_so() {
-    let mut urls = vec!["zk://127.0.0.1:2181/app", "etcd://127.0.0.1:2379"];
+    let mut urls = vec!["zk://127.0.0.1:2181/app"];
     if !cfg!(feature = "postgres") {
         urls.push("postgres://db/x");
     }
     if !cfg!(feature = "mysql") {
         urls.push("mysql://db/x");
+    }
+    if !cfg!(feature = "etcd") {
+        urls.push("etcd://127.0.0.1:2379");
     }
     for url in urls {
         let kind = StoreKind::of_url(url).expect("known scheme");
@@ -139,4 +142,45 @@ async fn a_mysql_url_connects_to_its_lock_table() -> anyhow::Result<()> {
     let base = std::env::var("FERRISSON_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
     a_database_url_connects_to_its_lock_table(&base, StoreKind::MySql).await
+}
+#[cfg(not(feature = "etcd"))]
+#[tokio::test]
+async fn an_etcd_url_without_the_feature_names_the_feature() {
+    let error = ferrisson::connect("etcd://127.0.0.1:2379")
+        .await
+        .expect_err("not compiled");
+    assert!(StoreKind::Etcd.is_available());
+    assert!(
+        matches!(
+            error,
+            Error::StoreNotCompiled {
+                feature: "etcd",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_url_connects_to_etcd() -> anyhow::Result<()> {
+    use ferrisson::DistributedElection;
+
+    let member = tokio::task::spawn_blocking(ferrisson_testkit::EtcdCluster::single).await??;
+    let client = ferrisson::connect(&member.url()).await?;
+    assert_eq!(client.store(), StoreKind::Etcd);
+    assert!(client.capabilities().iter().all(|c| c.store == "etcd"));
+    let lock = client.lock("facade")?;
+    let guard = lock.lock().await?;
+    let token = guard.fencing_token().expect("etcd locks have tokens");
+    assert!(guard.is_held());
+    guard.unlock().await?;
+    let again = lock.lock().await?;
+    assert!(again.fencing_token() > Some(token));
+    again.unlock().await?;
+    let term = client.election("facade-election")?.campaign().await?;
+    assert!(term.is_held());
+    term.unlock().await?;
+    Ok(())
 }
