@@ -96,6 +96,9 @@ impl From<ferrisson_redis::Client> for Client {
 impl From<ferrisson_sql::Client> for Client {
     fn from(client: ferrisson_sql::Client) -> Self {
         Self::Sql(client)
+    }
+}
+
 #[cfg(feature = "etcd")]
 impl From<ferrisson_etcd::Client> for Client {
     fn from(client: ferrisson_etcd::Client) -> Self {

@@ -65,14 +65,14 @@ pub use ferrisson_core::{
 #[cfg(feature = "redis")]
 pub use ferrisson_redis as redis;
 
-/// The PostgreSQL and MySQL/MariaDB stores: the client, its builder and the lock table
-/// (the `ferrisson-sql` crate).
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use ferrisson_sql as sql;
 /// The etcd store: its client and builder, lock, election and fenced put (the
 /// `ferrisson-etcd` crate).
 #[cfg(feature = "etcd")]
 pub use ferrisson_etcd as etcd;
+/// The PostgreSQL and MySQL/MariaDB stores: the client, its builder and the lock table
+/// (the `ferrisson-sql` crate).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use ferrisson_sql as sql;
 
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {

@@ -183,6 +183,8 @@ impl AnyGuard {
             // A database session lock has no token (see the capability table).
             #[cfg(any(feature = "postgres", feature = "mysql"))]
             Self::SqlSession(_) => None,
+            #[cfg(feature = "etcd")]
+            Self::Etcd(guard) => Some(Fenced::fencing_token(guard)),
             Self::Memory(guard) => Some(Fenced::fencing_token(guard)),
         }
     }
