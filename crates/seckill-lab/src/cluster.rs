@@ -38,6 +38,10 @@ pub struct InstanceArgs {
     pub extra_args: Vec<String>,
 }
 
+/// How long [`Cluster::stop`] waits for an instance to exit after SIGTERM: past
+/// `seckill serve`'s default `--shutdown-timeout` (15 s), the most it takes.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(20);
+
 /// Running `seckill serve` processes (separate processes, as in a real cluster).
 #[derive(Debug)]
 pub struct Cluster {
@@ -78,11 +82,11 @@ impl Cluster {
     }
 
     /// Stops every instance with SIGTERM and waits for the graceful shutdown (requests
-    /// in flight finish, the database pool closes); SIGKILL after 10 s.
+    /// in flight finish, the database pool closes); SIGKILL after [`STOP_DEADLINE`].
     ///
     /// # Errors
     ///
-    /// When an instance did not exit with status 0 within 10 s of SIGTERM.
+    /// When an instance did not exit with status 0 within [`STOP_DEADLINE`] of SIGTERM.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         for child in &mut self.children {
             if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
@@ -94,13 +98,16 @@ impl Cluster {
         }
         let mut failures = Vec::new();
         for (i, child) in self.children.iter_mut().enumerate() {
-            match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+            match tokio::time::timeout(STOP_DEADLINE, child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
                 Ok(Ok(status)) => failures.push(format!("instance {i} exited with {status}")),
                 Ok(Err(e)) => failures.push(format!("instance {i}: {e}")),
                 Err(_) => {
                     let _ = child.kill().await;
-                    failures.push(format!("instance {i} ignored SIGTERM for 10 s"));
+                    failures.push(format!(
+                        "instance {i} ignored SIGTERM for {}",
+                        humantime::format_duration(STOP_DEADLINE)
+                    ));
                 }
             }
         }

@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the HTTP service until SIGINT or SIGTERM (requests in flight finish).
+    /// Runs the HTTP service until SIGINT or SIGTERM (requests in flight get up to
+    /// --shutdown-timeout to finish).
     Serve(ServeArgs),
 }
 
@@ -73,6 +74,14 @@ struct ServeArgs {
     /// per server, three or more (without it the variant answers 400).
     #[arg(long = "redlock-redis", value_name = "URL")]
     redlock_redis: Vec<String>,
+    /// How long a client may take to send a request's head, and then its body (408
+    /// REQUEST_TIMEOUT); a connection idle that long between requests is closed too.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    read_timeout: Duration,
+    /// After SIGTERM or SIGINT: how long requests in flight may take to finish; then
+    /// every connection still open is closed and the process exits.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    shutdown_timeout: Duration,
     #[command(flatten)]
     lab: LabConfig,
 }
@@ -93,6 +102,8 @@ fn main() -> ExitCode {
         token_ttl: args.token_ttl,
         watchdog_lease: args.watchdog_lease,
         buy_rate: args.buy_rate,
+        read_timeout: args.read_timeout,
+        shutdown_timeout: args.shutdown_timeout,
         lab: args.lab,
     };
     if let Err(e) = config.validate() {

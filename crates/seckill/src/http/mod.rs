@@ -4,7 +4,11 @@
 pub mod extract;
 pub mod id;
 pub mod lab;
+pub mod limits;
 pub mod metrics;
+pub mod protocol_errors;
+pub mod server;
+pub mod text;
 pub mod users;
 pub mod vouchers;
 
@@ -39,6 +43,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::bound_request,
+        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(
             TraceLayer::new_for_http()
@@ -59,8 +67,9 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     })))
 }
 
-/// Runs the service until SIGINT or SIGTERM, then stops accepting, lets requests in
-/// flight finish and closes the database pool.
+/// Runs the service until SIGINT or SIGTERM, then stops accepting, closes idle
+/// connections, lets requests in flight finish for up to `--shutdown-timeout`, closes
+/// every connection still open, and closes the database pool (see [`server`]).
 ///
 /// `on_listening` receives the bound address (useful with port 0).
 ///
@@ -77,9 +86,11 @@ pub async fn serve(
     tracing::info!(%addr, database = state.db().backend().name(), "seckill listening");
     on_listening(addr);
     metrics::spawn_upkeep();
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let bounds = server::Bounds {
+        read_timeout: state.inner.config.read_timeout,
+        shutdown_timeout: state.inner.config.shutdown_timeout,
+    };
+    server::run(listener, router(state.clone()), bounds, shutdown_signal()).await?;
     state.inner.db.close().await;
     tracing::info!("seckill stopped");
     Ok(())
@@ -98,5 +109,5 @@ async fn shutdown_signal() {
             let _ = ctrl_c.await;
         }
     }
-    tracing::info!("shutting down: finishing requests in flight");
+    tracing::info!("shutdown signal received");
 }

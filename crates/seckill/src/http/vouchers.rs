@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::db::VoucherRow;
 use crate::error::ApiError;
+use crate::http::extract::JsonBody;
 use crate::http::extract::{ApiJson, ApiPath};
 use crate::http::id::Id;
+use crate::http::text::checked_text;
 use crate::http::users::CurrentUser;
 use crate::orders::{self, lua_keys};
 use crate::state::AppState;
@@ -30,6 +32,21 @@ pub struct NewVoucher {
     pub begin_time: DateTime<Utc>,
     /// Sale end, RFC 3339; after `begin_time`.
     pub end_time: DateTime<Utc>,
+}
+
+impl JsonBody for NewVoucher {
+    const FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("title", "a string of 1 to 200 characters"),
+        ("stock", "an integer from 0 to 1000000000"),
+        (
+            "begin_time",
+            "a time in RFC 3339 as a string, e.g. \"2026-11-22T12:00:00Z\"",
+        ),
+        (
+            "end_time",
+            "a time in RFC 3339 as a string, e.g. \"2026-11-22T13:00:00Z\"",
+        ),
+    ];
 }
 
 /// A voucher as the API shows it.
@@ -84,12 +101,7 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<NewVoucher>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let title = req.title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::InvalidInput(format!(
-            "title must be 1 to {MAX_TITLE_CHARS} characters"
-        )));
-    }
+    let title = checked_text("title", &req.title, MAX_TITLE_CHARS)?;
     if !(0..=MAX_STOCK).contains(&req.stock) {
         return Err(ApiError::InvalidInput(format!(
             "stock must be between 0 and {MAX_STOCK}"

@@ -235,6 +235,11 @@ pub struct SetStock {
     pub stock: i64,
 }
 
+impl crate::http::extract::JsonBody for SetStock {
+    const FIELDS: &'static [(&'static str, &'static str)] =
+        &[("stock", "an integer from 0 to 1000000000")];
+}
+
 /// `POST /lab/deduct/{variant}` reply.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeductReply {
