@@ -36,6 +36,20 @@ pub struct InstanceArgs {
     pub log_dir: Option<PathBuf>,
     /// More `seckill serve` flags, e.g. `--redis-timeout 300ms`.
     pub extra_args: Vec<String>,
+    /// The instances' admin token (given in `SECKILL_ADMIN_TOKEN`, not on the command
+    /// line where every user of the machine sees it); `None`: admin routes off.
+    pub admin_token: Option<String>,
+}
+
+/// A fresh admin token for the instances the lab starts: 32 random hex digits.
+///
+/// ```
+/// let token = seckill_lab::new_admin_token();
+/// assert_eq!(token.len(), 32);
+/// assert_ne!(token, seckill_lab::new_admin_token());
+/// ```
+pub fn new_admin_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 /// How long [`Cluster::stop`] waits for an instance to exit after SIGTERM: past
@@ -146,6 +160,10 @@ async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, 
             Stdio::from(file)
         }
         None => Stdio::null(),
+    };
+    match &args.admin_token {
+        Some(token) => cmd.env("SECKILL_ADMIN_TOKEN", token),
+        None => cmd.env_remove("SECKILL_ADMIN_TOKEN"),
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -62,6 +62,18 @@ pub enum ApiError {
     /// No valid `Authorization: Bearer <token>` (`UNAUTHORIZED`, 401).
     #[error("missing, unknown or expired login token")]
     Unauthorized,
+    /// An admin route without the admin token, or with another one
+    /// (`ADMIN_TOKEN_REQUIRED`, 401).
+    #[error(
+        "this route needs the admin token: send Authorization: Bearer <the token seckill serve was given>"
+    )]
+    AdminTokenRequired,
+    /// An admin route on a service started without an admin token (`ADMIN_DISABLED`,
+    /// 403).
+    #[error(
+        "admin routes are off: start seckill serve with SECKILL_ADMIN_TOKEN (or --admin-token) to turn them on"
+    )]
+    AdminDisabled,
     /// No such route (`NOT_FOUND`, 404).
     #[error("no such route")]
     RouteNotFound,
@@ -126,6 +138,8 @@ impl ApiError {
             Self::InvalidPhone => "INVALID_PHONE",
             Self::InvalidInput(_) => "INVALID_INPUT",
             Self::Unauthorized => "UNAUTHORIZED",
+            Self::AdminTokenRequired => "ADMIN_TOKEN_REQUIRED",
+            Self::AdminDisabled => "ADMIN_DISABLED",
             Self::RouteNotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::VoucherNotFound => "VOUCHER_NOT_FOUND",
@@ -155,7 +169,8 @@ impl ApiError {
             Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::AdminTokenRequired => StatusCode::UNAUTHORIZED,
+            Self::AdminDisabled => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RouteNotFound | Self::VoucherNotFound | Self::UnknownVariant(_) => {
                 StatusCode::NOT_FOUND

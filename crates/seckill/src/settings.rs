@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ferrisson::redis::Rate;
 
+use crate::http::admin::AdminToken;
 use crate::oversell::LabConfig;
 
 /// The database `seckill serve` uses when none is given.
@@ -131,6 +132,9 @@ pub struct ServeConfig {
     /// After SIGTERM or SIGINT: how long requests in flight may take to finish before
     /// every connection still open is closed.
     pub shutdown_timeout: Duration,
+    /// The admin token that creating vouchers, listing a voucher's orders and the
+    /// `/lab/*` routes require; `None`: those routes are off.
+    pub admin_token: Option<AdminToken>,
     /// The oversell lab's settings.
     pub lab: LabConfig,
 }
@@ -335,6 +339,7 @@ impl ServeConfig {
             buy_rate: DEFAULT_BUY_RATE,
             read_timeout: DEFAULT_READ_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            admin_token: None,
             lab: LabConfig::default(),
         }
     }

@@ -1,6 +1,7 @@
 //! The HTTP side of the service: the routes, the extractors that turn bad input into
 //! coded 4xx replies, the Prometheus metrics, and `serve` with graceful shutdown.
 
+pub mod admin;
 pub mod extract;
 pub mod id;
 pub mod lab;
