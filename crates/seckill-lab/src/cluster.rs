@@ -90,6 +90,12 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// The instances' process ids, in the order of [`Cluster::urls`] (`None` for one
+    /// that has exited), for tests that pause an instance.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// The instances' base URLs (`http://127.0.0.1:PORT`).
     pub fn urls(&self) -> &[String] {
         &self.urls

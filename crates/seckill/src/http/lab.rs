@@ -19,7 +19,7 @@ pub async fn set_stock(
 ) -> Result<Json<LabState>, ApiError> {
     let mut conn = state.inner.redis.clone();
     Ok(Json(
-        oversell::reset(&mut conn, &state.inner.db, req.stock).await?,
+        oversell::reset(&state.inner.lab, &mut conn, &state.inner.db, req.stock).await?,
     ))
 }
 
