@@ -8,9 +8,12 @@ pub mod lab;
 pub mod limits;
 pub mod metrics;
 pub mod protocol_errors;
+pub mod purchases;
 pub mod server;
+pub mod shop;
 pub mod text;
 pub mod users;
+pub mod voucher_list;
 pub mod vouchers;
 
 use std::net::SocketAddr;
@@ -36,11 +39,13 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::render))
         .route("/users/login", post(users::login))
         .route("/vouchers", post(vouchers::create))
+        .route("/vouchers", get(voucher_list::list))
         .route("/vouchers/{id}", get(vouchers::show))
         .route("/vouchers/{id}/seckill", post(vouchers::seckill))
         .route("/vouchers/{id}/orders", get(vouchers::orders))
         .route("/lab/stock", post(lab::set_stock).get(lab::stock))
         .route("/lab/deduct/{variant}", post(lab::deduct))
+        .merge(shop::routes())
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
@@ -48,6 +53,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             limits::bound_request,
         ))
+        .layer(axum::middleware::from_fn(purchases::count))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(
             TraceLayer::new_for_http()
