@@ -224,3 +224,64 @@ async fn buyers_see_their_own_orders_and_the_admin_pages_through_all() {
     }
     cluster.stop().await.expect("exit 0 after SIGTERM");
 }
+
+/// The admin token, right or wrong, never reaches the log, even at the most verbose
+/// level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_token_is_never_logged() {
+    use std::process::Stdio;
+    use tokio::io::{AsyncBufReadExt as _, BufReader};
+
+    let db = common::TestDb::sqlite();
+    let redis = RedisServer::start().expect("redis-server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("serve.log");
+    let mut child = tokio::process::Command::new(common::binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--url",
+            &redis.url(),
+            "--database",
+            &db.url,
+        ])
+        .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("RUST_LOG", "trace")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("seckill starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("stdout")
+            .expect("a listening line");
+        if let Some(addr) = line.strip_prefix(seckill::http::LISTENING_PREFIX) {
+            break addr.trim().to_owned();
+        }
+    };
+    let base = format!("http://{addr}");
+    let wrong = "wrong-token-but-long-enough-0123";
+    let (status, body) = call(http().post(format!("{base}/vouchers")).json(&new_voucher())).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = call(
+        anonymous_http()
+            .post(format!("{base}/lab/stock"))
+            .bearer_auth(wrong)
+            .json(&serde_json::json!({"stock": 1})),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("pid")).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(child.wait().await.expect("exit").success());
+    let text = std::fs::read_to_string(&log).expect("the log");
+    assert!(text.contains("POST"), "the log has the requests: {text}");
+    assert!(!text.contains(ADMIN_TOKEN), "the admin token is in the log");
+    assert!(!text.contains(wrong), "a wrong token is in the log");
+}
