@@ -14,6 +14,7 @@ use seckill::OrderFlow;
 use seckill::db::Db;
 use seckill::oversell::LabConfig;
 
+use crate::cluster::new_admin_token;
 use crate::cluster::{Cluster, InstanceArgs};
 use crate::load::http_client;
 use crate::scratch::ScratchDb;
@@ -144,21 +145,40 @@ struct Round {
     p99_ms: f64,
 }
 
+impl BenchOptions {
+    /// Checks the settings before anything starts.
+    ///
+    /// ```
+    /// let mut options = seckill_lab::BenchOptions::new("seckill".into());
+    /// assert!(options.validate().is_ok());
+    /// options.rounds = 0;
+    /// assert!(options.validate().unwrap_err().to_string().contains("--rounds"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first setting that cannot work, named by its flag.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.flows.is_empty(), "no flow to measure");
+        for (flag, value) in [
+            ("--instances", self.instances),
+            ("--buyers", self.buyers),
+            ("--orders", self.orders),
+            ("--rounds", self.rounds),
+        ] {
+            anyhow::ensure!(value > 0, "invalid value for {flag}: it must be at least 1");
+        }
+        crate::scratch::check_server_url(self.database.as_deref()).map(|_| ())
+    }
+}
+
 /// Runs the benchmark and writes `bench.json` under `out`.
 ///
 /// # Errors
 ///
 /// When a server or instance cannot be started, or a round's set-up fails.
 pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
-    anyhow::ensure!(!options.flows.is_empty(), "no flow to measure");
-    for (flag, value) in [
-        ("--instances", options.instances),
-        ("--buyers", options.buyers),
-        ("--orders", options.orders),
-        ("--rounds", options.rounds),
-    ] {
-        anyhow::ensure!(value > 0, "invalid value for {flag}: it must be at least 1");
-    }
+    options.validate()?;
     std::fs::create_dir_all(&options.out)?;
     let (redis_url, _own) = match &options.redis {
         Some(url) => (url.clone(), None),
@@ -167,7 +187,8 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
             (urls[0].clone(), Some(own))
         }
     };
-    let http = http_client(options.buyers)?;
+    let admin_token = new_admin_token();
+    let http = http_client(options.buyers, Some(&admin_token))?;
     let mut results: Vec<Vec<Round>> = options.flows.iter().map(|_| Vec::new()).collect();
     let mut backend = "sqlite";
     for round in 0..options.rounds.max(1) {
@@ -190,6 +211,7 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
                 lab: LabConfig::default(),
                 log_dir: Some(options.out.join("logs")),
                 extra_args: Vec::new(),
+                admin_token: Some(admin_token.clone()),
             };
             let result = match Cluster::start(options.instances, &args).await {
                 Ok(cluster) => {

@@ -36,7 +36,25 @@ pub struct InstanceArgs {
     pub log_dir: Option<PathBuf>,
     /// More `seckill serve` flags, e.g. `--redis-timeout 300ms`.
     pub extra_args: Vec<String>,
+    /// The instances' admin token (given in `SECKILL_ADMIN_TOKEN`, not on the command
+    /// line where every user of the machine sees it); `None`: admin routes off.
+    pub admin_token: Option<String>,
 }
+
+/// A fresh admin token for the instances the lab starts: 32 random hex digits.
+///
+/// ```
+/// let token = seckill_lab::new_admin_token();
+/// assert_eq!(token.len(), 32);
+/// assert_ne!(token, seckill_lab::new_admin_token());
+/// ```
+pub fn new_admin_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// How long [`Cluster::stop`] waits for an instance to exit after SIGTERM: past
+/// `seckill serve`'s default `--shutdown-timeout` (15 s), the most it takes.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Running `seckill serve` processes (separate processes, as in a real cluster).
 #[derive(Debug)]
@@ -72,17 +90,23 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// The instances' process ids, in the order of [`Cluster::urls`] (`None` for one
+    /// that has exited), for tests that pause an instance.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// The instances' base URLs (`http://127.0.0.1:PORT`).
     pub fn urls(&self) -> &[String] {
         &self.urls
     }
 
     /// Stops every instance with SIGTERM and waits for the graceful shutdown (requests
-    /// in flight finish, the database pool closes); SIGKILL after 10 s.
+    /// in flight finish, the database pool closes); SIGKILL after [`STOP_DEADLINE`].
     ///
     /// # Errors
     ///
-    /// When an instance did not exit with status 0 within 10 s of SIGTERM.
+    /// When an instance did not exit with status 0 within [`STOP_DEADLINE`] of SIGTERM.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         for child in &mut self.children {
             if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
@@ -94,13 +118,16 @@ impl Cluster {
         }
         let mut failures = Vec::new();
         for (i, child) in self.children.iter_mut().enumerate() {
-            match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+            match tokio::time::timeout(STOP_DEADLINE, child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
                 Ok(Ok(status)) => failures.push(format!("instance {i} exited with {status}")),
                 Ok(Err(e)) => failures.push(format!("instance {i}: {e}")),
                 Err(_) => {
                     let _ = child.kill().await;
-                    failures.push(format!("instance {i} ignored SIGTERM for 10 s"));
+                    failures.push(format!(
+                        "instance {i} ignored SIGTERM for {}",
+                        humantime::format_duration(STOP_DEADLINE)
+                    ));
                 }
             }
         }
@@ -139,6 +166,10 @@ async fn start_one(index: usize, args: &InstanceArgs) -> anyhow::Result<(Child, 
             Stdio::from(file)
         }
         None => Stdio::null(),
+    };
+    match &args.admin_token {
+        Some(token) => cmd.env("SECKILL_ADMIN_TOKEN", token),
+        None => cmd.env_remove("SECKILL_ADMIN_TOKEN"),
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -29,7 +29,7 @@ mod stores;
 mod topology;
 
 pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
-pub use cluster::{Cluster, InstanceArgs};
+pub use cluster::{Cluster, InstanceArgs, STOP_DEADLINE, new_admin_token};
 pub use expect::{Verdict, expected, verdict};
 pub use load::{LoadResult, MakeRequest, Sample, fire, http_client, instance};
 pub use machine::Machine;

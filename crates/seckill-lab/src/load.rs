@@ -122,15 +122,25 @@ pub async fn fire(
     }
 }
 
-/// An HTTP client for `clients` concurrent clients (one kept-alive connection each).
+/// An HTTP client for `clients` concurrent clients (one kept-alive connection each)
+/// that sends `admin_token` as `Authorization: Bearer` on every request that does not
+/// carry a buyer's token of its own.
 ///
 /// # Errors
 ///
-/// When the TLS backend cannot be initialised.
-pub fn http_client(clients: usize) -> anyhow::Result<reqwest::Client> {
+/// When the TLS backend cannot be initialised, or the token cannot be a header value.
+pub fn http_client(clients: usize, admin_token: Option<&str>) -> anyhow::Result<reqwest::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = admin_token {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| anyhow::anyhow!("the admin token cannot be sent in a header"))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(clients.max(1))
         .timeout(Duration::from_secs(120))
+        .default_headers(headers)
         .build()?)
 }
 

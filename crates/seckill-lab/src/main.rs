@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 use seckill::error::one_line;
 use seckill_lab::LabOptions;
 
@@ -21,6 +21,16 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut options = Cli::parse().options;
+    // A refused argument exits 2 under the usage line, as clap's own refusals do,
+    // before any server starts.
+    if let Err(e) = options.validate() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                one_line(e.as_ref()),
+            )
+            .exit();
+    }
     seckill::logging::init("warn");
     match lab(&mut options).await {
         Ok(code) => code,

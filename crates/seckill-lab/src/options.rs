@@ -170,6 +170,12 @@ impl LabOptions {
             self.store_time <= Duration::from_secs(60),
             "invalid value for --store-time: at most 60s per phase (0s skips the store measurement)"
         );
+        crate::scratch::check_server_url(self.database.as_deref())?;
+        anyhow::ensure!(
+            (Duration::from_millis(10)..=seckill::settings::MAX_LEASE)
+                .contains(&self.watchdog_lease),
+            "invalid value for --watchdog-lease: 10ms to 365 days"
+        );
         self.lab.validate()?;
         Ok(())
     }

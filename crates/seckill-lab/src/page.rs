@@ -23,8 +23,12 @@ const STYLE: &str = include_str!("page/style.css");
 
 /// A variant's counters, worded: the JSON field, and the sentence it goes in (`{n}`:
 /// the count). Shown when not zero.
-const COUNTERS: [(&str, &str); 6] = [
+const COUNTERS: [(&str, &str); 7] = [
     ("oversold", "{n} units sold beyond the stock"),
+    (
+        "late_writes_refused",
+        "{n} late writes refused: a holder whose lock had expired wrote after a newer holder, and the fence refused it (not oversold)",
+    ),
     (
         "lost_updates",
         "{n} sales whose stock write was overwritten by another (lost updates)",
@@ -260,7 +264,7 @@ fn results(p: &mut String, run: &Value) {
     let stock = int(run, "stock");
     let _ = write!(
         p,
-        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th></tr></thead><tbody>"#
+        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Late write refused</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th></tr></thead><tbody>"#
     );
     for v in list(run, "variants") {
         let name = text(v, "variant");
@@ -275,7 +279,7 @@ fn results(p: &mut String, run: &Value) {
         };
         let _ = write!(
             p,
-            r##"<tr id="row-{0}" data-variant="{0}"><th scope="row"><a href="#{1}">{0}</a></th><td class="tag">{2}</td><td class="n">{3} / {4}</td><td class="n{5}">{6}</td><td class="n{7}">{8}</td><td class="n">{9}</td><td class="n">{10}</td><td class="n">{11}</td><td class="n">{12}</td><td class="verdict">{13}{14}</td></tr>"##,
+            r##"<tr id="row-{0}" data-variant="{0}"><th scope="row"><a href="#{1}">{0}</a></th><td class="tag">{2}</td><td class="n">{3} / {4}</td><td class="n{5}">{6}</td><td class="n{7}">{8}</td><td class="n">{15}</td><td class="n">{9}</td><td class="n">{10}</td><td class="n">{11}</td><td class="n">{12}</td><td class="verdict">{13}{14}</td></tr>"##,
             esc(name),
             anchor(name),
             esc(tag),
@@ -294,12 +298,13 @@ fn results(p: &mut String, run: &Value) {
             fixed(float(v, "p50_ms")),
             fixed(float(v, "p99_ms")),
             badge(text(v, "verdict")),
-            unexpected
+            unexpected,
+            int(v, "late_writes_refused")
         );
     }
     let _ = write!(
         p,
-        r#"</tbody></table></div><p class="legend-line">{} sold exactly the stock, stock 0, every write accounted for. {} more units sold than the stock, or stock writes lost. {} a lock nobody will release stopped the sales. {} a holder deleted a lock another holder had taken. A verdict other than the expected one says so beside it.</p></section>"#,
+        r#"</tbody></table></div><p class="legend-line">{} sold exactly the stock, stock 0, every write accounted for. {} more units sold than the stock, or stock writes lost. {} a lock nobody will release stopped the sales. {} a holder deleted a lock another holder had taken. A late write refused is a stock write of a holder whose lock had expired, refused by the fence (the library's fencing token) because a newer holder had written: counted apart, not oversold. A verdict other than the expected one says so beside it.</p></section>"#,
         badge("correct"),
         badge("oversold"),
         badge("deadlocked"),
@@ -803,18 +808,21 @@ mod tests {
     fn new_counters_show_under_their_own_name() {
         let row = json!({
             "variant": "fenced", "oversold": 0, "gave_up": 3,
-            "late_writes_refused": 2, "requests": 40, "throughput": 5.5
+            "stale_reads": 2, "late_writes_refused": 1, "requests": 40, "throughput": 5.5
         });
         let lines = counter_lines(&row);
         assert!(
             lines.iter().any(|l| l.starts_with("3 requests gave up")),
             "{lines:?}"
         );
+        assert!(lines.contains(&"stale reads: 2".to_owned()), "{lines:?}");
         assert!(
-            lines.contains(&"late writes refused: 2".to_owned()),
-            "{lines:?}"
+            lines
+                .iter()
+                .any(|l| l.starts_with("1 late writes refused") && l.contains("not oversold")),
+            "a refused late write is worded apart from oversold: {lines:?}"
         );
-        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines.len(), 3, "{lines:?}");
     }
 
     #[test]
@@ -828,6 +836,10 @@ mod tests {
         });
         let page = render(&run);
         assert!(page.contains(r#"id="row-naive""#));
+        assert!(
+            page.contains("Late write refused"),
+            "the results table's column"
+        );
         assert!(page.contains("request #3 did &lt;b&gt;"), "escaped");
         assert!(page.contains("etcd: not yet"));
         for remote in ["http://", "https://", "<script src", "<link"] {

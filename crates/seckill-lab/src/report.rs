@@ -44,6 +44,10 @@ pub struct VariantRow {
     pub errors: usize,
     /// Requests that gave up waiting for a held lock.
     pub gave_up: i64,
+    /// Stock writes the fence refused (`token-lua`, `watchdog`, `redlock`): a holder
+    /// whose lock had expired writing after a newer holder. Not oversold: the fence
+    /// kept them from selling anything.
+    pub late_writes_refused: i64,
     /// Deletes that removed another holder's lock.
     pub foreign_deletes: i64,
     /// Requests per second.
@@ -98,6 +102,7 @@ impl VariantRow {
             lost_updates,
             errors: load.errors(),
             gave_up: state.gave_up,
+            late_writes_refused: state.late_writes_refused,
             foreign_deletes: state.foreign_deletes,
             throughput: load.throughput(),
             p50_ms: load.latency_ms(0.5),
@@ -331,13 +336,14 @@ impl Report {
         let _ = writeln!(t, "Redis: {}", self.redis);
         let _ = writeln!(
             t,
-            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
+            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
             "variant",
             "requests",
             "sold",
             "stock",
             "oversold",
             "lost",
+            "late write refused",
             "errors",
             "req/s",
             "p50 ms",
@@ -347,13 +353,14 @@ impl Report {
         for r in &self.variants {
             let _ = writeln!(
                 t,
-                "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>6} {:>9.0} {:>8.1} {:>8.1}  {:<19} {}",
+                "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>6} {:>9.0} {:>8.1} {:>8.1}  {:<19} {}",
                 r.variant.name(),
                 r.requests,
                 r.sold,
                 r.final_stock,
                 r.oversold,
                 r.lost_updates,
+                r.late_writes_refused,
                 r.errors,
                 r.throughput,
                 r.p50_ms,

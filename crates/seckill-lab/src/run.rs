@@ -12,6 +12,7 @@ use seckill::OrderFlow;
 use seckill::db::Db;
 use seckill::oversell::{LabState, Variant};
 
+use crate::cluster::new_admin_token;
 use crate::cluster::{Cluster, InstanceArgs};
 use crate::expect::expected;
 use crate::load::{LoadResult, MakeRequest, fire, http_client, instance};
@@ -124,6 +125,7 @@ async fn run_on(
         lab: options.lab.clone(),
         log_dir: Some(options.out.join("logs")),
         extra_args: Vec::new(),
+        admin_token: Some(new_admin_token()),
     };
     let total = options.clients * options.loops;
     let voucher_requests = if options.vouchers {
@@ -135,7 +137,7 @@ async fn run_on(
         options.progress,
         (options.variants.len() * total + voucher_requests) as u64,
     );
-    let http = http_client(options.clients)?;
+    let http = http_client(options.clients, instance_args.admin_token.as_deref())?;
 
     let cluster = Cluster::start(options.instances, &instance_args).await?;
     let mut rows = Vec::new();

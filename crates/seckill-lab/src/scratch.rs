@@ -39,12 +39,10 @@ impl ScratchDb {
             return Self::sqlite(out, name);
         };
         sqlx::any::install_default_drivers();
-        let backend = Backend::of_url(server)?;
+        let backend = check_server_url(Some(server))?.unwrap_or(Backend::Sqlite);
         let unique = format!("{name}_{:012x}", rand::random::<u64>() >> 16);
         let (create_sql, drop_sql, url) = match backend {
-            Backend::Sqlite => anyhow::bail!(
-                "--database takes a PostgreSQL or MySQL/MariaDB server, where the lab creates a database of its own; on SQLite it always uses its own file under --out"
-            ),
+            Backend::Sqlite => anyhow::bail!(SQLITE_REFUSED),
             Backend::Postgres => (
                 format!("CREATE SCHEMA {unique}"),
                 format!("DROP SCHEMA {unique} CASCADE"),
@@ -142,6 +140,20 @@ impl ScratchDb {
 
 /// `url` with the PostgreSQL `search_path` set to `schema`, so that every table the
 /// service makes and uses lives there.
+const SQLITE_REFUSED: &str = "invalid value for --database: it takes a PostgreSQL or MySQL/MariaDB server, where the lab creates a database of its own; on SQLite it always uses its own file under --out";
+
+/// Checks a `--database` server URL before anything starts: PostgreSQL or
+/// MySQL/MariaDB (none: the lab's own SQLite file); its backend.
+pub(crate) fn check_server_url(server: Option<&str>) -> anyhow::Result<Option<Backend>> {
+    let Some(server) = server else {
+        return Ok(None);
+    };
+    let backend = Backend::of_url(server)
+        .map_err(|e| anyhow::anyhow!("invalid value for --database: {e}"))?;
+    anyhow::ensure!(backend != Backend::Sqlite, SQLITE_REFUSED);
+    Ok(Some(backend))
+}
+
 fn with_search_path(url: &str, schema: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}options=-c%20search_path%3D{schema}")

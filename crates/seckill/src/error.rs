@@ -32,6 +32,24 @@ pub enum ApiError {
     /// The request body is larger than the service accepts (`PAYLOAD_TOO_LARGE`, 413).
     #[error("request body over {0} bytes")]
     PayloadTooLarge(usize),
+    /// A request that is not valid HTTP/1.1: a malformed request line or header
+    /// (`MALFORMED_REQUEST`, 400; answered by the protocol layer, which then closes the
+    /// connection).
+    #[error("the request is not valid HTTP/1.1 (a malformed request line or header)")]
+    MalformedRequest,
+    /// A path and query over [`MAX_URI_BYTES`](crate::http::limits::MAX_URI_BYTES)
+    /// (`URI_TOO_LONG`, 414).
+    #[error("the request's path and query are over {} KiB", crate::http::limits::MAX_URI_BYTES / 1024)]
+    UriTooLong,
+    /// A request head (request line and headers) over
+    /// [`MAX_HEAD_BYTES`](crate::http::limits::MAX_HEAD_BYTES), or with more than
+    /// [`MAX_HEADERS`](crate::http::limits::MAX_HEADERS) headers (`HEADERS_TOO_LARGE`, 431).
+    #[error("the request head is over {} KiB", crate::http::limits::MAX_HEAD_BYTES / 1024)]
+    HeadersTooLarge,
+    /// The body did not arrive within `--read-timeout` (`REQUEST_TIMEOUT`, 408; the
+    /// connection is closed).
+    #[error("the request body did not arrive within {}", humantime::format_duration(*.0))]
+    RequestTimeout(Duration),
     /// A JSON body without `Content-Type: application/json` (`UNSUPPORTED_MEDIA_TYPE`, 415).
     #[error("expected a request with `Content-Type: application/json`")]
     UnsupportedMediaType,
@@ -44,6 +62,18 @@ pub enum ApiError {
     /// No valid `Authorization: Bearer <token>` (`UNAUTHORIZED`, 401).
     #[error("missing, unknown or expired login token")]
     Unauthorized,
+    /// An admin route without the admin token, or with another one
+    /// (`ADMIN_TOKEN_REQUIRED`, 401).
+    #[error(
+        "this route needs the admin token: send Authorization: Bearer <the token seckill serve was given>"
+    )]
+    AdminTokenRequired,
+    /// An admin route on a service started without an admin token (`ADMIN_DISABLED`,
+    /// 403).
+    #[error(
+        "admin routes are off: start seckill serve with SECKILL_ADMIN_TOKEN (or --admin-token) to turn them on"
+    )]
+    AdminDisabled,
     /// No such route (`NOT_FOUND`, 404).
     #[error("no such route")]
     RouteNotFound,
@@ -100,10 +130,16 @@ impl ApiError {
             Self::MalformedJson(_) => "MALFORMED_JSON",
             Self::InvalidPath(_) => "INVALID_PATH",
             Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Self::MalformedRequest => "MALFORMED_REQUEST",
+            Self::UriTooLong => "URI_TOO_LONG",
+            Self::HeadersTooLarge => "HEADERS_TOO_LARGE",
+            Self::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Self::InvalidPhone => "INVALID_PHONE",
             Self::InvalidInput(_) => "INVALID_INPUT",
             Self::Unauthorized => "UNAUTHORIZED",
+            Self::AdminTokenRequired => "ADMIN_TOKEN_REQUIRED",
+            Self::AdminDisabled => "ADMIN_DISABLED",
             Self::RouteNotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::VoucherNotFound => "VOUCHER_NOT_FOUND",
@@ -124,12 +160,17 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::MalformedJson(_)
+            | Self::MalformedRequest
             | Self::InvalidPath(_)
             | Self::InvalidPhone
             | Self::InvalidInput(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::AdminTokenRequired => StatusCode::UNAUTHORIZED,
+            Self::AdminDisabled => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RouteNotFound | Self::VoucherNotFound | Self::UnknownVariant(_) => {
                 StatusCode::NOT_FOUND

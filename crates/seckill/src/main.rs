@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use seckill::error::one_line;
 use seckill::http::LISTENING_PREFIX;
+use seckill::http::admin::AdminToken;
 use seckill::oversell::LabConfig;
 use seckill::settings::{self, DEFAULT_DATABASE, TlsFiles};
 use seckill::{OrderFlow, ServeConfig};
@@ -22,7 +23,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the HTTP service until SIGINT or SIGTERM (requests in flight finish).
+    /// Runs the HTTP service until SIGINT or SIGTERM (requests in flight get up to
+    /// --shutdown-timeout to finish).
     Serve(ServeArgs),
 }
 
@@ -73,12 +75,54 @@ struct ServeArgs {
     /// per server, three or more (without it the variant answers 400).
     #[arg(long = "redlock-redis", value_name = "URL")]
     redlock_redis: Vec<String>,
+    /// How long a client may take to send a request's head, and then its body (408
+    /// REQUEST_TIMEOUT); a connection idle that long between requests is closed too.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    read_timeout: Duration,
+    /// After SIGTERM or SIGINT: how long requests in flight may take to finish; then
+    /// every connection still open is closed and the process exits.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    shutdown_timeout: Duration,
+    /// The token that creating vouchers, listing a voucher's orders and every /lab route
+    /// require (Authorization: Bearer TOKEN): 16 to 128 printable characters. Prefer
+    /// the environment variable: a command line is visible to every user of the
+    /// machine. Without it those routes answer 403 ADMIN_DISABLED.
+    #[arg(
+        long,
+        env = "SECKILL_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
     #[command(flatten)]
     lab: LabConfig,
 }
 
+/// Exits 2 with `error` under `seckill serve`'s usage line, as clap does for a refused
+/// argument.
+fn refuse(error: &dyn std::fmt::Display) -> ! {
+    let kind = clap::error::ErrorKind::ValueValidation;
+    let mut cli = Cli::command();
+    cli.build();
+    let clap_error = cli
+        .find_subcommand_mut("serve")
+        .map(|serve| serve.error(kind, error));
+    clap_error.unwrap_or_else(|| cli.error(kind, error)).exit()
+}
+
 fn main() -> ExitCode {
     let Command::Serve(args) = Cli::parse().command;
+    let admin_token = match args
+        .admin_token
+        .filter(|t| !t.is_empty())
+        .map(AdminToken::new)
+    {
+        None => None,
+        Some(Ok(token)) => Some(token),
+        Some(Err(reason)) => refuse(&format!(
+            "invalid value for --admin-token (or SECKILL_ADMIN_TOKEN): {reason}"
+        )),
+    };
     let (redis, source) = settings::redis_url(args.url);
     let config = ServeConfig {
         redis,
@@ -93,17 +137,13 @@ fn main() -> ExitCode {
         token_ttl: args.token_ttl,
         watchdog_lease: args.watchdog_lease,
         buy_rate: args.buy_rate,
+        read_timeout: args.read_timeout,
+        shutdown_timeout: args.shutdown_timeout,
+        admin_token,
         lab: args.lab,
     };
     if let Err(e) = config.validate() {
-        let kind = clap::error::ErrorKind::ValueValidation;
-        let mut cli = Cli::command();
-        cli.build();
-        // The error under `seckill serve`'s usage line.
-        let error = cli
-            .find_subcommand_mut("serve")
-            .map(|serve| serve.error(kind, &e));
-        error.unwrap_or_else(|| cli.error(kind, &e)).exit();
+        refuse(&e);
     }
     seckill::logging::init("info,tower_http=info,sqlx=warn");
     // Before anything connects: ferrisson describes its metrics to the recorder then.
@@ -112,6 +152,11 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     tracing::info!(url = %seckill::db::redact(&config.redis), from = %source, "redis");
+    if config.admin_token.is_none() {
+        tracing::info!(
+            "admin routes are off (no SECKILL_ADMIN_TOKEN or --admin-token): POST /vouchers, GET /vouchers/{{id}}/orders for every buyer, /lab/*"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

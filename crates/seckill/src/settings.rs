@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ferrisson::redis::Rate;
 
+use crate::http::admin::AdminToken;
 use crate::oversell::LabConfig;
 
 /// The database `seckill serve` uses when none is given.
@@ -24,6 +25,18 @@ pub const MIN_TOKEN_TTL: Duration = Duration::from_secs(1);
 pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Largest database pool.
 pub const MAX_DB_CONNECTIONS: u32 = 1000;
+/// `--read-timeout` when not given: a client on a slow mobile link sends a small
+/// request well within it.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// `--shutdown-timeout` when not given: longer than any request of the service takes
+/// (the lab's slowest waits 10 s for a lock), shorter than the usual 30 s before an
+/// orchestrator sends SIGKILL.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest `--read-timeout`, `--shutdown-timeout`, `--redis-timeout` and `--db-timeout`.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// Longest lease (`--watchdog-lease`, `--lab-lease`, `--lab-redlock-ttl`): the
+/// library's own bound on a lease.
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 24 * 3600);
 /// One user's buy attempts per second when `--buy-rate` is not given: more than a person
 /// clicks, fewer than a script sends.
 pub const DEFAULT_BUY_RATE: u32 = 5;
@@ -113,6 +126,15 @@ pub struct ServeConfig {
     /// second, across every instance sharing the Redis, in bursts of as many; 0: no
     /// limit.
     pub buy_rate: u32,
+    /// How long a client may take to send a request head, and then its body; a
+    /// connection idle that long between requests is closed too.
+    pub read_timeout: Duration,
+    /// After SIGTERM or SIGINT: how long requests in flight may take to finish before
+    /// every connection still open is closed.
+    pub shutdown_timeout: Duration,
+    /// The admin token that creating vouchers, listing a voucher's orders and the
+    /// `/lab/*` routes require; `None`: those routes are off.
+    pub admin_token: Option<AdminToken>,
     /// The oversell lab's settings.
     pub lab: LabConfig,
 }
@@ -132,6 +154,36 @@ fn invalid(flag: &'static str, reason: impl Into<String>) -> InvalidSetting {
         flag,
         reason: reason.into(),
     }
+}
+
+fn at_most(
+    flag: &'static str,
+    value: Duration,
+    max: Duration,
+    what: &str,
+) -> Result<(), InvalidSetting> {
+    if value > max {
+        return Err(invalid(
+            flag,
+            format!(
+                "{} is too long: {what} must be at most {}",
+                humantime::format_duration(value),
+                humantime::format_duration(max)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `value` between `min` and `max`, else the flag's error.
+fn within(
+    flag: &'static str,
+    value: Duration,
+    (min, max): (Duration, Duration),
+    what: &str,
+) -> Result<(), InvalidSetting> {
+    at_least(flag, value, min, what)?;
+    at_most(flag, value, max, what)
 }
 
 fn at_least(
@@ -184,17 +236,30 @@ impl ServeConfig {
                 "TLS settings (--cacert, --cert, --key, --insecure) were given but the URL is not rediss:// (or rediss+sentinel://, rediss+cluster://)",
             ));
         }
-        at_least(
+        let timeouts = (Duration::from_millis(1), MAX_TIMEOUT);
+        within(
             "--redis-timeout",
             self.redis_timeout,
-            Duration::from_millis(1),
+            timeouts,
             "the Redis timeout",
         )?;
-        at_least(
+        within(
             "--db-timeout",
             self.db_timeout,
-            Duration::from_millis(1),
+            timeouts,
             "the database timeout",
+        )?;
+        within(
+            "--read-timeout",
+            self.read_timeout,
+            timeouts,
+            "the request read timeout",
+        )?;
+        within(
+            "--shutdown-timeout",
+            self.shutdown_timeout,
+            (Duration::ZERO, MAX_TIMEOUT),
+            "the shutdown timeout",
         )?;
         if !(1..=MAX_DB_CONNECTIONS).contains(&self.db_connections) {
             return Err(invalid(
@@ -230,10 +295,10 @@ impl ServeConfig {
                 ),
             ));
         }
-        at_least(
+        within(
             "--watchdog-lease",
             self.watchdog_lease,
-            Duration::from_millis(10),
+            (Duration::from_millis(10), MAX_LEASE),
             "the watchdog lease",
         )?;
         self.buy_limit()?;
@@ -272,6 +337,9 @@ impl ServeConfig {
             token_ttl: Duration::from_secs(30 * 60),
             watchdog_lease: Duration::from_secs(30),
             buy_rate: DEFAULT_BUY_RATE,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            admin_token: None,
             lab: LabConfig::default(),
         }
     }
@@ -284,16 +352,16 @@ impl LabConfig {
     ///
     /// The first setting that cannot work.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
-        at_least(
+        within(
             "--lab-lease",
             self.lease,
-            Duration::from_millis(1),
+            (Duration::from_millis(1), MAX_LEASE),
             "a lock's lease",
         )?;
-        at_least(
+        within(
             "--lab-lock-wait",
             self.lock_wait,
-            Duration::from_millis(1),
+            (Duration::from_millis(1), MAX_TIMEOUT),
             "the wait for a held lock",
         )?;
         if self.stall_every < 1 {
@@ -302,10 +370,16 @@ impl LabConfig {
                 format!("{} is not a positive number of units", self.stall_every),
             ));
         }
-        at_least(
+        within(
+            "--lab-stall",
+            self.stall,
+            (Duration::ZERO, MAX_TIMEOUT),
+            "the watchdog variant's stall",
+        )?;
+        within(
             "--lab-redlock-ttl",
             self.redlock_ttl,
-            Duration::from_millis(10),
+            (Duration::from_millis(10), MAX_LEASE),
             "the redlock TTL",
         )
     }
@@ -418,6 +492,17 @@ mod tests {
             ("--redis-timeout", |c| c.redis_timeout = Duration::ZERO),
             ("--db-timeout", |c| c.db_timeout = Duration::ZERO),
             ("--watchdog-lease", |c| c.watchdog_lease = Duration::ZERO),
+            ("--watchdog-lease", |c| {
+                c.watchdog_lease = Duration::from_secs(100 * 365 * 24 * 3600);
+            }),
+            ("--read-timeout", |c| c.read_timeout = Duration::ZERO),
+            ("--read-timeout", |c| c.read_timeout = MAX_TIMEOUT * 2),
+            ("--shutdown-timeout", |c| {
+                c.shutdown_timeout = MAX_TIMEOUT * 2;
+            }),
+            ("--redis-timeout", |c| c.redis_timeout = MAX_TIMEOUT * 2),
+            ("--lab-lease", |c| c.lab.lease = MAX_LEASE * 2),
+            ("--lab-stall", |c| c.lab.stall = MAX_TIMEOUT * 2),
             ("--buy-rate", |c| c.buy_rate = 1_000_001),
             ("--url", |c| c.redis = String::new()),
             ("--url", |c| c.tls.insecure = true),

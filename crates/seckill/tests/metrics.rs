@@ -60,7 +60,7 @@ async fn metrics_show_the_order_lock_after_a_buy() {
     assert_eq!(
         sample(
             &text,
-            r#"ferrisson_acquire_wait_seconds_count{primitive="lock",outcome="acquired"}"#
+            r#"ferrisson_acquire_wait_seconds_count{store="redis",primitive="lock",outcome="acquired"}"#
         ),
         Some(1.0)
     );

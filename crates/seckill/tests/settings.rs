@@ -18,6 +18,7 @@ fn serve(database: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
         .args(args)
         .env_remove("FERRISSON_URL")
         .env_remove("REDIS_URL")
+        .env_remove("SECKILL_ADMIN_TOKEN")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -107,7 +108,24 @@ async fn settings_that_cannot_work_are_refused() {
         (vec!["--lab-stall-every", "0"], "--lab-stall-every"),
         (vec!["--cert", "x.pem"], "--key"),
         (vec!["--url", "redis://h", "--insecure"], "--url"),
+        (vec!["--watchdog-lease", "100y"], "--watchdog-lease"),
+        (vec!["--lab-lease", "100y"], "--lab-lease"),
+        (vec!["--lab-redlock-ttl", "100y"], "--lab-redlock-ttl"),
+        (vec!["--read-timeout", "0s"], "--read-timeout"),
+        (vec!["--shutdown-timeout", "2days"], "--shutdown-timeout"),
+        (vec!["--admin-token", "short-secret"], "--admin-token"),
+        (
+            vec!["--admin-token", "a secret with spaces in it"],
+            "--admin-token",
+        ),
     ] {
+        // Nothing listens on port 1: a setting checked only after connecting would
+        // exit 1 with "Connection refused" instead.
+        let args = if args.contains(&"--url") {
+            args
+        } else {
+            [["--url", "redis://127.0.0.1:1"].as_slice(), &args].concat()
+        };
         let out = serve(&db.url, &args, &[])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -117,7 +135,28 @@ async fn settings_that_cannot_work_are_refused() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(flag), "{args:?} names {flag}: {stderr}");
+        assert!(
+            !stderr.contains("secret"),
+            "{args:?}: the token is not shown: {stderr}"
+        );
     }
+    // The same from the environment.
+    let out = serve(
+        &db.url,
+        &["--url", "redis://127.0.0.1:1"],
+        &[("SECKILL_ADMIN_TOKEN", "tiny-secret")],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .output()
+    .await
+    .expect("seckill runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("SECKILL_ADMIN_TOKEN") && !stderr.contains("tiny-secret"),
+        "{stderr}"
+    );
 }
 
 /// An unreachable database fails at once with the operating system's reason, not after

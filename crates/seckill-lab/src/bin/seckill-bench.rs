@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 use seckill_lab::BenchOptions;
 
 /// Measures orders per second of the flash-sale order flows: two `seckill serve`
@@ -39,10 +39,29 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut options = options(Cli::parse());
+    // A refused argument exits 2 under the usage line, before any server starts.
+    if let Err(e) = options.validate() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                seckill::error::one_line(e.as_ref()),
+            )
+            .exit();
+    }
+    options.binary = match seckill_lab::seckill_binary() {
+        Ok(binary) => binary,
+        Err(e) => {
+            eprintln!("seckill-bench: {}", seckill::error::one_line(e.as_ref()));
+            return ExitCode::FAILURE;
+        }
+    };
     seckill::logging::init("warn");
-    match bench(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
+    match seckill_lab::bench(&options).await {
+        Ok(report) => {
+            println!("{}", report.markdown());
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("seckill-bench: {}", seckill::error::one_line(e.as_ref()));
             ExitCode::FAILURE
@@ -50,8 +69,9 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn bench(cli: Cli) -> anyhow::Result<()> {
-    let options = BenchOptions {
+/// The options the flags give (the `seckill` binary is found after they are checked).
+fn options(cli: Cli) -> BenchOptions {
+    BenchOptions {
         instances: cli.instances,
         buyers: cli.buyers,
         orders: cli.orders,
@@ -59,9 +79,6 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
         redis: cli.redis,
         database: cli.database,
         out: cli.out.unwrap_or_else(seckill_lab::default_out),
-        ..BenchOptions::new(seckill_lab::seckill_binary()?)
-    };
-    let report = seckill_lab::bench(&options).await?;
-    println!("{}", report.markdown());
-    Ok(())
+        ..BenchOptions::new(PathBuf::new())
+    }
 }

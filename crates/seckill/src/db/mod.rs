@@ -433,6 +433,56 @@ impl Db {
             .collect()
     }
 
+    /// Up to `limit` orders of a voucher with ids above `after` (all when `None`),
+    /// lowest id first: one page of the admin listing (ids grow with time, so a page
+    /// boundary stays put while orders are added).
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub async fn orders_page(
+        &self,
+        voucher_id: i64,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<OrderRow>, sqlx::Error> {
+        let sql = self.sql(
+            "SELECT id, user_id, voucher_id, created_at FROM voucher_order WHERE voucher_id = ? AND id > ? ORDER BY id LIMIT ?",
+        );
+        sqlx::query(&sql)
+            .bind(voucher_id)
+            .bind(after.unwrap_or(i64::MIN))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|r| order_row(&r))
+            .collect()
+    }
+
+    /// One user's orders of a voucher (at most one while the unique index stands).
+    ///
+    /// # Errors
+    ///
+    /// Database errors.
+    pub async fn user_orders(
+        &self,
+        voucher_id: i64,
+        user_id: i64,
+    ) -> Result<Vec<OrderRow>, sqlx::Error> {
+        let sql = self.sql(
+            "SELECT id, user_id, voucher_id, created_at FROM voucher_order WHERE voucher_id = ? AND user_id = ? ORDER BY id",
+        );
+        sqlx::query(&sql)
+            .bind(voucher_id)
+            .bind(user_id)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|r| order_row(&r))
+            .collect()
+    }
+
     /// How many users hold more than one order of `voucher_id` (must be 0).
     ///
     /// # Errors
@@ -516,6 +566,15 @@ pub fn redact(url: &str) -> String {
         Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &rest[at..]),
         None => url.to_owned(),
     }
+}
+
+fn order_row(r: &sqlx::any::AnyRow) -> Result<OrderRow, sqlx::Error> {
+    Ok(OrderRow {
+        id: r.try_get(0)?,
+        user_id: r.try_get(1)?,
+        voucher_id: r.try_get(2)?,
+        created_ms: r.try_get(3)?,
+    })
 }
 
 #[cfg(test)]

@@ -79,3 +79,7 @@ impl Visitor<'_> for IdVisitor {
             .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
     }
 }
+
+impl crate::http::extract::PathParam for Id {
+    const WHAT: &'static str = "an id: a decimal integer of at most 64 bits";
+}

@@ -1,9 +1,11 @@
-//! The oversell lab's routes (see [`crate::oversell`]).
+//! The oversell lab's routes (see [`crate::oversell`]); every one requires the admin
+//! token ([`Admin`]): they reset and spend the lab's stock.
 
 use axum::Json;
 use axum::extract::State;
 
 use crate::error::ApiError;
+use crate::http::admin::Admin;
 use crate::http::extract::{ApiJson, ApiPath};
 use crate::oversell::{self, DeductReply, LabState, SetStock, Variant};
 use crate::state::AppState;
@@ -11,17 +13,21 @@ use crate::state::AppState;
 /// `POST /lab/stock` `{"stock": 200}`: sets the stock in Redis and the database and
 /// clears the counters of the previous run.
 pub async fn set_stock(
+    _admin: Admin,
     State(state): State<AppState>,
     ApiJson(req): ApiJson<SetStock>,
 ) -> Result<Json<LabState>, ApiError> {
     let mut conn = state.inner.redis.clone();
     Ok(Json(
-        oversell::reset(&mut conn, &state.inner.db, req.stock).await?,
+        oversell::reset(&state.inner.lab, &mut conn, &state.inner.db, req.stock).await?,
     ))
 }
 
 /// `GET /lab/stock`: the lab's state.
-pub async fn stock(State(state): State<AppState>) -> Result<Json<LabState>, ApiError> {
+pub async fn stock(
+    _admin: Admin,
+    State(state): State<AppState>,
+) -> Result<Json<LabState>, ApiError> {
     let mut conn = state.inner.redis.clone();
     Ok(Json(LabState::read(&mut conn, &state.inner.db).await?))
 }
@@ -29,6 +35,7 @@ pub async fn stock(State(state): State<AppState>) -> Result<Json<LabState>, ApiE
 /// `POST /lab/deduct/{variant}`: one deduction; 200 with `{"sold": ...}` whether or not
 /// a unit was sold.
 pub async fn deduct(
+    _admin: Admin,
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<DeductReply>, ApiError> {

@@ -1,12 +1,17 @@
 //! The HTTP side of the service: the routes, the extractors that turn bad input into
 //! coded 4xx replies, the Prometheus metrics, and `serve` with graceful shutdown.
 
+pub mod admin;
 pub mod extract;
 pub mod id;
 pub mod lab;
+pub mod limits;
 pub mod metrics;
+pub mod protocol_errors;
 pub mod purchases;
+pub mod server;
 pub mod shop;
+pub mod text;
 pub mod users;
 pub mod voucher_list;
 pub mod vouchers;
@@ -44,6 +49,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::bound_request,
+        ))
         .layer(axum::middleware::from_fn(purchases::count))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(
@@ -65,8 +74,9 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     })))
 }
 
-/// Runs the service until SIGINT or SIGTERM, then stops accepting, lets requests in
-/// flight finish and closes the database pool.
+/// Runs the service until SIGINT or SIGTERM, then stops accepting, closes idle
+/// connections, lets requests in flight finish for up to `--shutdown-timeout`, closes
+/// every connection still open, and closes the database pool (see [`server`]).
 ///
 /// `on_listening` receives the bound address (useful with port 0).
 ///
@@ -83,9 +93,11 @@ pub async fn serve(
     tracing::info!(%addr, database = state.db().backend().name(), "seckill listening");
     on_listening(addr);
     metrics::spawn_upkeep();
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let bounds = server::Bounds {
+        read_timeout: state.inner.config.read_timeout,
+        shutdown_timeout: state.inner.config.shutdown_timeout,
+    };
+    server::run(listener, router(state.clone()), bounds, shutdown_signal()).await?;
     state.inner.db.close().await;
     tracing::info!("seckill stopped");
     Ok(())
@@ -104,5 +116,5 @@ async fn shutdown_signal() {
             let _ = ctrl_c.await;
         }
     }
-    tracing::info!("shutting down: finishing requests in flight");
+    tracing::info!("shutdown signal received");
 }

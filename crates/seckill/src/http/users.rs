@@ -20,6 +20,13 @@ pub struct LoginRequest {
     pub phone: String,
 }
 
+impl crate::http::extract::JsonBody for LoginRequest {
+    const FIELDS: &'static [(&'static str, &'static str)] = &[(
+        "phone",
+        "an 11-digit mobile number as a string, e.g. \"13800138000\"",
+    )];
+}
+
 /// `POST /users/login` reply.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct LoginReply {

@@ -2,14 +2,19 @@
 //! its orders, and buy it (`POST /vouchers/{id}/seckill`, see [`crate::orders`]).
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::db::VoucherRow;
 use crate::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::admin::Admin;
+use crate::http::extract::JsonBody;
+use crate::http::extract::{ApiJson, ApiPath, bearer_token};
 use crate::http::id::Id;
+use crate::http::text::checked_text;
 use crate::http::users::CurrentUser;
 use crate::orders::{self, lua_keys};
 use crate::state::AppState;
@@ -30,6 +35,21 @@ pub struct NewVoucher {
     pub begin_time: DateTime<Utc>,
     /// Sale end, RFC 3339; after `begin_time`.
     pub end_time: DateTime<Utc>,
+}
+
+impl JsonBody for NewVoucher {
+    const FIELDS: &'static [(&'static str, &'static str)] = &[
+        ("title", "a string of 1 to 200 characters"),
+        ("stock", "an integer from 0 to 1000000000"),
+        (
+            "begin_time",
+            "a time in RFC 3339 as a string, e.g. \"2026-11-22T12:00:00Z\"",
+        ),
+        (
+            "end_time",
+            "a time in RFC 3339 as a string, e.g. \"2026-11-22T13:00:00Z\"",
+        ),
+    ];
 }
 
 /// A voucher as the API shows it.
@@ -79,17 +99,13 @@ impl From<VoucherRow> for VoucherView {
     }
 }
 
-/// `POST /vouchers` → `{"id": ...}`.
+/// `POST /vouchers` (admin) → `{"id": ...}`.
 pub async fn create(
+    _admin: Admin,
     State(state): State<AppState>,
     ApiJson(req): ApiJson<NewVoucher>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let title = req.title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::InvalidInput(format!(
-            "title must be 1 to {MAX_TITLE_CHARS} characters"
-        )));
-    }
+    let title = checked_text("title", &req.title, MAX_TITLE_CHARS)?;
     if !(0..=MAX_STOCK).contains(&req.stock) {
         return Err(ApiError::InvalidInput(format!(
             "stock must be between 0 and {MAX_STOCK}"
@@ -141,22 +157,83 @@ pub async fn show(
     Ok(Json(voucher.into()))
 }
 
-/// `GET /vouchers/{id}/orders` → `{"orders": [...]}`.
+/// Most orders on one page of `GET /vouchers/{id}/orders`.
+pub const MAX_PAGE: u32 = 1000;
+/// Orders on a page when `limit` is not given.
+pub const DEFAULT_PAGE: u32 = 100;
+
+/// The query of `GET /vouchers/{id}/orders`: `?limit=N&after=ORDER_ID` (the admin's
+/// pages; a buyer's own orders fit on one).
+#[derive(Debug, Default, Deserialize)]
+pub struct OrdersPage {
+    /// Orders on the page, 1 to [`MAX_PAGE`]; [`DEFAULT_PAGE`] when not given.
+    pub limit: Option<u32>,
+    /// Only orders with a higher id: the previous page's `next`.
+    pub after: Option<Id>,
+}
+
+/// Who asks for a voucher's orders: the admin (every buyer's, by pages) or a logged-in
+/// buyer (their own only).
+#[derive(Debug, Clone, Copy)]
+pub enum OrdersCaller {
+    /// The request carried the admin token.
+    Admin,
+    /// The request carried this user's login token.
+    Buyer(i64),
+}
+
+impl FromRequestParts<AppState> for OrdersCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let admin = state.inner.config.admin_token.as_ref();
+        if bearer_token(&parts.headers).is_some_and(|t| admin.is_some_and(|a| a.matches(t))) {
+            return Ok(Self::Admin);
+        }
+        let CurrentUser(user) = CurrentUser::from_request_parts(parts, state).await?;
+        Ok(Self::Buyer(user))
+    }
+}
+
+/// `GET /vouchers/{id}/orders` → `{"orders": [...], "next": ...}`: for the admin, one
+/// page of every buyer's orders (`next`: the `after` of the next page, `null` on the
+/// last); for a buyer, their own orders (`next` always `null`).
 pub async fn orders(
     State(state): State<AppState>,
+    caller: OrdersCaller,
     ApiPath(Id(id)): ApiPath<Id>,
+    page: Result<Query<OrdersPage>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .inner
-        .db
-        .voucher(id)
-        .await?
-        .ok_or(ApiError::VoucherNotFound)?;
-    let orders: Vec<OrderView> = state
-        .inner
-        .db
-        .orders(id)
-        .await?
+    let Query(page) = page.map_err(|_| {
+        ApiError::InvalidInput(format!(
+            "the query takes `limit` (1 to {MAX_PAGE}) and `after` (an order id from the previous page's `next`)"
+        ))
+    })?;
+    let limit = page.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::InvalidInput(format!(
+            "`limit` must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let db = &state.inner.db;
+    db.voucher(id).await?.ok_or(ApiError::VoucherNotFound)?;
+    let (rows, next) = match caller {
+        OrdersCaller::Buyer(user) => (db.user_orders(id, user).await?, None),
+        OrdersCaller::Admin => {
+            // One more than the page: whether another page follows.
+            let mut rows = db
+                .orders_page(id, page.after.map(|Id(after)| after), limit + 1)
+                .await?;
+            let more = rows.len() > limit as usize;
+            rows.truncate(limit as usize);
+            let next = more.then(|| rows.last().map(|o| Id(o.id))).flatten();
+            (rows, next)
+        }
+    };
+    let orders: Vec<OrderView> = rows
         .into_iter()
         .map(|o| OrderView {
             id: Id(o.id),
@@ -165,7 +242,7 @@ pub async fn orders(
             created_at: rfc3339(o.created_ms),
         })
         .collect();
-    Ok(Json(serde_json::json!({ "orders": orders })))
+    Ok(Json(serde_json::json!({ "orders": orders, "next": next })))
 }
 
 /// `POST /vouchers/{id}/seckill` → `{"order_id": ...}`, or 409 with `NOT_STARTED`,

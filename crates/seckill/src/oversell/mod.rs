@@ -22,7 +22,7 @@ use std::time::Duration;
 mod run;
 
 use crate::redis_conn::RedisConn;
-use ferrisson::redis::{Client, Lock, Redlock, SimpleLock};
+use ferrisson::redis::{Client, FencingToken, Lock, Redlock, SimpleLock};
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +57,14 @@ pub mod keys {
     pub const TTL_SAMPLES: &str = "{lab}:ttl_samples";
     /// Stalls during which the watchdog lock's TTL was seen going back up.
     pub const TTL_REFRESHED: &str = "{lab}:ttl_refreshed";
+    /// The stock as the library-lock variants (`token-lua`, `watchdog`, `redlock`) write
+    /// it: a resource of ferrisson's fenced writes (`Client::fenced_set`: a hash of the
+    /// value and the highest fencing token that wrote it), under the client's
+    /// namespace. Each accepted write is copied to [`STOCK`].
+    pub const FENCED_STOCK: &str = "{lab}:fenced_stock";
+    /// Stock writes the fence refused: a holder whose lock had expired, writing after
+    /// a newer holder had written.
+    pub const LATE_WRITES_REFUSED: &str = "{lab}:late_writes_refused";
 }
 
 /// Name of the ferrisson locks the library-backed variants take.
@@ -213,6 +221,8 @@ impl fmt::Display for Variant {
 /// The per-process part of the lab: the local mutex and the library locks.
 pub struct Lab {
     config: LabConfig,
+    /// The client of the library-lock variants' fenced stock writes.
+    locks: Client,
     local_mutex: tokio::sync::Mutex<()>,
     watchdog: Lock,
     token_lua: SimpleLock,
@@ -233,6 +243,11 @@ impl fmt::Debug for Lab {
 pub struct SetStock {
     /// The stock to sell (0 to 1,000,000,000).
     pub stock: i64,
+}
+
+impl crate::http::extract::JsonBody for SetStock {
+    const FIELDS: &'static [(&'static str, &'static str)] =
+        &[("stock", "an integer from 0 to 1000000000")];
 }
 
 /// `POST /lab/deduct/{variant}` reply.
@@ -281,6 +296,11 @@ pub struct LabState {
     pub ttl_samples: Vec<Vec<i64>>,
     /// Stalls during which the TTL went back up (renewed by the watchdog).
     pub ttl_refreshed: i64,
+    /// Stock writes of the library-lock variants that the fence refused: the writer's
+    /// lock had expired and a newer holder had written (without the fence: an oversold
+    /// unit or a lost update).
+    #[serde(default)]
+    pub late_writes_refused: i64,
 }
 
 impl LabState {
@@ -291,7 +311,19 @@ impl LabState {
     /// When Redis or the database cannot be reached.
     pub async fn read(conn: &mut RedisConn, db: &Db) -> Result<Self, ApiError> {
         #[allow(clippy::type_complexity)]
-        let (stock, sold, requests, gave_up, foreign, faults, present, pttl, samples, refreshed): (
+        let (
+            stock,
+            sold,
+            requests,
+            gave_up,
+            foreign,
+            faults,
+            present,
+            pttl,
+            samples,
+            refreshed,
+            late,
+        ): (
             Option<i64>,
             Option<i64>,
             Option<i64>,
@@ -301,6 +333,7 @@ impl LabState {
             bool,
             i64,
             Vec<String>,
+            Option<i64>,
             Option<i64>,
         ) = redis::pipe()
             .get(keys::STOCK)
@@ -313,6 +346,7 @@ impl LabState {
             .pttl(keys::LOCK)
             .lrange(keys::TTL_SAMPLES, 0, -1)
             .get(keys::TTL_REFRESHED)
+            .get(keys::LATE_WRITES_REFUSED)
             .query_async(conn)
             .await?;
         let db_state = db.lab_state().await?;
@@ -334,6 +368,7 @@ impl LabState {
                 .filter_map(|s| serde_json::from_str(s).ok())
                 .collect(),
             ttl_refreshed: refreshed.unwrap_or(0),
+            late_writes_refused: late.unwrap_or(0),
         })
     }
 }
@@ -357,6 +392,7 @@ impl Lab {
         };
         Ok(Self {
             config: config.clone(),
+            locks: locks.clone(),
             local_mutex: tokio::sync::Mutex::new(()),
             watchdog: locks.lock(WATCHDOG_LOCK)?,
             token_lua: locks
@@ -365,6 +401,14 @@ impl Lab {
             redlock,
             script: redis::Script::new(include_str!("../../lua/lab_deduct.lua")),
         })
+    }
+}
+
+impl Lab {
+    /// The Redis key of [`keys::FENCED_STOCK`] (the client's namespace, then the
+    /// resource).
+    fn fenced_stock_key(&self) -> String {
+        format!("{}{}", self.locks.namespace(), keys::FENCED_STOCK)
     }
 }
 
@@ -377,7 +421,12 @@ pub const MAX_STOCK: i64 = 1_000_000_000;
 /// # Errors
 ///
 /// `INVALID_INPUT` for a stock out of range; `UNAVAILABLE` when a store cannot be reached.
-pub async fn reset(conn: &mut RedisConn, db: &Db, stock: i64) -> Result<LabState, ApiError> {
+pub async fn reset(
+    lab: &Lab,
+    conn: &mut RedisConn,
+    db: &Db,
+    stock: i64,
+) -> Result<LabState, ApiError> {
     if !(0..=MAX_STOCK).contains(&stock) {
         return Err(ApiError::InvalidInput(format!(
             "stock must be between 0 and {MAX_STOCK}"
@@ -401,9 +450,21 @@ pub async fn reset(conn: &mut RedisConn, db: &Db, stock: i64) -> Result<LabState
             keys::FAULTS,
             keys::TTL_SAMPLES,
             keys::TTL_REFRESHED,
+            keys::LATE_WRITES_REFUSED,
+            &lab.fenced_stock_key(),
         ])
         .ignore()
         .query_async(conn)
+        .await?;
+    // The fenced copy starts from the new stock with no fence (its key was deleted just
+    // above, so token 0 is accepted): the run's first holder's token is above it.
+    let _accepted = lab
+        .locks
+        .fenced_set(
+            keys::FENCED_STOCK,
+            stock.to_string().as_bytes(),
+            FencingToken::new(0),
+        )
         .await?;
     db.lab_reset(stock).await?;
     LabState::read(conn, db).await

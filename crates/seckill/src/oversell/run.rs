@@ -6,6 +6,8 @@ use crate::redis_conn::RedisConn;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
+use ferrisson::redis::FencingToken;
+
 use super::{DeductReply, Lab, REDLOCK_WAIT, Variant, keys};
 use crate::db::Db;
 use crate::error::ApiError;
@@ -377,7 +379,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Compare-and-delete in Lua: ferrisson's `SimpleLock` (`SET NX PX` + script).
+    /// Compare-and-delete in Lua: ferrisson's `SimpleLock` (`SET NX PX` + script); the
+    /// stock written through the fence with the guard's token.
     async fn token_lua(&mut self) -> Result<DeductReply, ApiError> {
         let Some(guard) = self
             .lab
@@ -388,32 +391,68 @@ impl<'a> Run<'a> {
             let _: i64 = self.conn.incr(keys::GAVE_UP, 1).await?;
             return Ok(GAVE_UP);
         };
-        let result = self.step(None).await;
-        guard.unlock().await?;
+        let result = self.fenced_step(guard.fencing_token(), false).await;
+        released(guard.unlock().await)?;
         Ok(sold(result?))
     }
 
     /// `watchdog`: `lock.lock()` (watchdog lease), and a stall on every 100th
-    /// unit during which the lock's TTL is sampled to show the watchdog renewing it.
+    /// unit during which the lock's TTL is sampled to show the watchdog renewing it; the
+    /// stock written through the fence with the guard's token, so a holder that lost
+    /// its lock during the stall (a paused or starved process) cannot write late.
     async fn watchdog(&mut self) -> Result<DeductReply, ApiError> {
         let guard = self.lab.watchdog.lock().await?;
-        let result = self.watchdog_step().await;
-        guard.unlock().await?;
+        let result = self.fenced_step(guard.fencing_token(), true).await;
+        released(guard.unlock().await)?;
         Ok(sold(result?))
     }
 
-    async fn watchdog_step(&mut self) -> Result<bool, ApiError> {
-        let stock: Option<i64> = self.conn.get(keys::STOCK).await?;
-        let stock = stock.ok_or(ApiError::StockNotSet)?;
+    /// The stock deduction of the library-lock variants, written through ferrisson's
+    /// fencing: read the fenced stock; if positive (after the watchdog variant's stall,
+    /// with `stall`), write one less with the holder's `token`. The fence refuses the
+    /// write if a holder with a newer token has written since: this holder's lock
+    /// expired while it worked, and its write would sell a unit twice. Such a refusal
+    /// is counted in `{lab}:late_writes_refused` and sells nothing.
+    async fn fenced_step(&mut self, token: FencingToken, stall: bool) -> Result<bool, ApiError> {
+        let read = self.lab.locks.fenced_get(keys::FENCED_STOCK).await?;
+        let stock = read
+            .and_then(|(value, _)| std::str::from_utf8(&value).ok()?.parse::<i64>().ok())
+            .ok_or(ApiError::StockNotSet)?;
         let config = &self.lab.config;
-        if stock > 0 && !config.stall.is_zero() && stock % config.stall_every.max(1) == 0 {
+        if stall && stock > 0 && !config.stall.is_zero() && stock % config.stall_every.max(1) == 0 {
             self.stall_and_sample().await?;
         }
         if stock <= 0 {
             return Ok(false);
         }
-        let () = self.conn.set(keys::STOCK, stock - 1).await?;
-        let _: i64 = self.conn.incr(keys::SOLD, 1).await?;
+        let write = self
+            .lab
+            .locks
+            .fenced_set(
+                keys::FENCED_STOCK,
+                (stock - 1).to_string().as_bytes(),
+                token,
+            )
+            .await?;
+        if !write.is_accepted() {
+            tracing::warn!(
+                seq = self.seq,
+                token = token.get(),
+                ?write,
+                "lab: a late stock write was refused by the fence"
+            );
+            let _: i64 = self.conn.incr(keys::LATE_WRITES_REFUSED, 1).await?;
+            return Ok(false);
+        }
+        // The copy every variant's stock is read from, and the sale.
+        let () = redis::pipe()
+            .atomic()
+            .set(keys::STOCK, stock - 1)
+            .ignore()
+            .incr(keys::SOLD, 1)
+            .ignore()
+            .query_async(&mut self.conn)
+            .await?;
         Ok(true)
     }
 
@@ -444,7 +483,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// `redlock`: Redlock over the three `--redlock-redis` servers.
+    /// `redlock`: Redlock over the three `--redlock-redis` servers; the stock written
+    /// through the fence with the guard's token.
     async fn redlock(&mut self) -> Result<DeductReply, ApiError> {
         let Some(redlock) = &self.lab.redlock else {
             return Err(ApiError::InvalidInput(
@@ -455,8 +495,21 @@ impl<'a> Run<'a> {
             let _: i64 = self.conn.incr(keys::GAVE_UP, 1).await?;
             return Ok(GAVE_UP);
         };
-        let result = self.step(None).await;
-        guard.unlock().await?;
+        let result = self.fenced_step(guard.fencing_token(), false).await;
+        released(guard.unlock().await)?;
         Ok(sold(result?))
+    }
+}
+
+/// The result of a library lock's `unlock()`, where a hold that had already ended (its
+/// lease expired, a newer holder has it) is not a failure of the request: the fence
+/// has already refused what that holder would have written late.
+fn released(unlocked: Result<(), ferrisson::redis::Error>) -> Result<(), ApiError> {
+    match unlocked {
+        Ok(())
+        | Err(
+            ferrisson::redis::Error::LeaseExpired { .. } | ferrisson::redis::Error::NotOwner { .. },
+        ) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }

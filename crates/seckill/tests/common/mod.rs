@@ -116,7 +116,10 @@ pub async fn databases(test: &str) -> Vec<TestDb> {
     dbs
 }
 
-/// Instance arguments for tests: short leases and waits.
+/// The admin token of the tests' instances; [`http`] sends it.
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
+
+/// Instance arguments for tests: short leases and waits, the admin token.
 pub fn instance_args(redis: &RedisServer, database: &str, order_flow: OrderFlow) -> InstanceArgs {
     InstanceArgs {
         binary: binary(),
@@ -132,6 +135,7 @@ pub fn instance_args(redis: &RedisServer, database: &str, order_flow: OrderFlow)
         },
         log_dir: None,
         extra_args: Vec::new(),
+        admin_token: Some(ADMIN_TOKEN.to_owned()),
     }
 }
 
@@ -142,7 +146,25 @@ pub async fn cluster(n: usize, args: &InstanceArgs) -> Cluster {
         .expect("seckill instances start")
 }
 
+/// A client that sends [`ADMIN_TOKEN`] on every request without a token of its own
+/// (a buyer's `bearer_auth` replaces it).
 pub fn http() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {ADMIN_TOKEN}")
+            .parse()
+            .expect("a header value"),
+    );
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .default_headers(headers)
+        .build()
+        .expect("http client")
+}
+
+/// A client without the admin token.
+pub fn anonymous_http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()
