@@ -21,7 +21,6 @@ pub mod http;
 pub mod logging;
 pub mod orders;
 pub mod oversell;
-pub mod redis_conn;
 pub mod settings;
 pub mod state;
 

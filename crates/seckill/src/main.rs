@@ -61,6 +61,16 @@ struct ServeArgs {
     /// (the unique index alone), or one Lua script in Redis.
     #[arg(long, value_enum, default_value = "lock")]
     order_flow: OrderFlow,
+    /// The store of the `lock` order flow's per-user locks, by URL (postgres://,
+    /// mysql://, zk://, etcd://, redis://...); without it, the service's Redis. Stock,
+    /// ids and login tokens stay on the Redis either way.
+    #[arg(
+        long,
+        env = "SECKILL_LOCK_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    lock_url: Option<String>,
     /// Login token lifetime, renewed on every authenticated request (1s to 365 days).
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = humantime::parse_duration)]
     token_ttl: Duration,
@@ -134,6 +144,7 @@ fn main() -> ExitCode {
         listen: args.listen,
         redlock: args.redlock_redis,
         order_flow: args.order_flow,
+        lock_url: args.lock_url.filter(|url| !url.is_empty()),
         token_ttl: args.token_ttl,
         watchdog_lease: args.watchdog_lease,
         buy_rate: args.buy_rate,

@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use chrono::Utc;
 use ferrisson::redis::FencingToken;
+use ferrisson::{DistributedLock as _, Guard as _};
 
 use crate::db::{OrderOutcome, OrderRow, VoucherRow};
 use crate::error::ApiError;
@@ -48,18 +49,18 @@ pub async fn place(state: &AppState, user_id: i64, voucher_id: i64) -> Result<i6
     }
     match inner.config.order_flow {
         OrderFlow::Lock => {
-            let lock = inner.locks.lock(&order_lock_name(user_id))?;
+            let lock = inner.order_locks.lock(&order_lock_name(user_id))?;
             // try_lock: a second concurrent attempt of one user is refused, not queued.
             let Some(guard) = state.within_redis_timeout(lock.try_lock()).await? else {
                 return Err(ApiError::AlreadyOrdered(
                     "another order of this user is in progress",
                 ));
             };
-            // Released only after the order has committed; the write carries the token,
-            // so that a holder whose lease ran out meanwhile cannot write after a newer
-            // holder has.
+            // Released only after the order has committed; the write carries the token
+            // (every store's lock but a database session lock has one), so that a holder
+            // whose lease ran out meanwhile cannot write after a newer holder has.
             let result =
-                create_voucher_order(state, user_id, voucher_id, Some(guard.fencing_token())).await;
+                create_voucher_order(state, user_id, voucher_id, guard.fencing_token()).await;
             if let Err(e) = state.within_redis_timeout(guard.unlock()).await {
                 tracing::warn!(user_id, error = %e, "order lock release failed; it expires by itself");
             }

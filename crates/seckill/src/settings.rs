@@ -118,6 +118,10 @@ pub struct ServeConfig {
     pub redlock: Vec<String>,
     /// How orders keep one per user.
     pub order_flow: OrderFlow,
+    /// The store of the `lock` order flow's per-user locks, by URL (`postgres://`,
+    /// `mysql://`, `zk://`, `etcd://`, another `redis://`, ...); `None`: the service's
+    /// Redis. Stock, ids and login tokens stay on the Redis either way.
+    pub lock_url: Option<String>,
     /// Login token lifetime, refreshed on each authenticated request.
     pub token_ttl: Duration,
     /// The watchdog lease of ferrisson locks.
@@ -261,6 +265,16 @@ impl ServeConfig {
             (Duration::ZERO, MAX_TIMEOUT),
             "the shutdown timeout",
         )?;
+        if let Some(url) = &self.lock_url {
+            let kind = ferrisson::StoreKind::of_url(url)
+                .map_err(|e| invalid("--lock-url", e.to_string()))?;
+            if !kind.is_compiled() {
+                return Err(invalid(
+                    "--lock-url",
+                    format!("this build of seckill has no {} store", kind.name()),
+                ));
+            }
+        }
         if !(1..=MAX_DB_CONNECTIONS).contains(&self.db_connections) {
             return Err(invalid(
                 "--db-connections",
@@ -334,6 +348,7 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             redlock: Vec::new(),
             order_flow: OrderFlow::Lock,
+            lock_url: None,
             token_ttl: Duration::from_secs(30 * 60),
             watchdog_lease: Duration::from_secs(30),
             buy_rate: DEFAULT_BUY_RATE,

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::redis::{Client, IdGenerator, Rate, RateDecision, TlsConfig};
+use ferrisson::redis::{Client, Commands, IdGenerator, Rate, RateDecision, TlsConfig};
 
 use crate::db::Db;
 use crate::error::ApiError;
 use crate::oversell::Lab;
-use crate::redis_conn::{RedisConn, RedisTls};
 use crate::settings::{ServeConfig, TlsFiles};
 
 /// The state every handler shares (cheap to clone).
@@ -22,8 +21,13 @@ pub struct AppState {
 
 pub(crate) struct Inner {
     pub(crate) db: Db,
-    pub(crate) redis: RedisConn,
+    /// The service's own Redis commands (login tokens, the `lua` order flow, the lab's
+    /// stock), through the library's client: its topology handling and resend rules.
+    pub(crate) redis: Commands,
     pub(crate) locks: Client,
+    /// The store of the `lock` order flow's per-user locks: `--lock-url`'s, or the
+    /// Redis client's.
+    pub(crate) order_locks: ferrisson::Client,
     pub(crate) ids: IdGenerator,
     pub(crate) config: ServeConfig,
     pub(crate) lab: Lab,
@@ -77,15 +81,6 @@ impl TlsPems {
         }
         Some(tls)
     }
-
-    /// The TLS settings of the service's own connection.
-    fn for_service(&self) -> RedisTls {
-        RedisTls {
-            ca: self.ca.clone(),
-            client: self.client.clone(),
-            insecure: self.insecure,
-        }
-    }
 }
 
 /// A ferrisson client for `url` with the service's timeouts and TLS settings.
@@ -115,12 +110,22 @@ impl AppState {
     pub async fn connect(config: ServeConfig) -> anyhow::Result<Self> {
         config.validate()?;
         let tls = TlsPems::read(&config.tls)?;
-        // First: it also installs the rustls provider that the service's own TLS
-        // connection below needs.
         let locks = ferrisson_client(&config.redis, &config, &tls).await?;
-        let redis = RedisConn::connect(&config.redis, &tls.for_service(), config.redis_timeout)
-            .await
-            .map_err(|e| anyhow::anyhow!("redis: {}", crate::error::one_line(e.as_ref())))?;
+        let redis = locks.commands();
+        let order_locks = match &config.lock_url {
+            None => ferrisson::Client::from(locks.clone()),
+            Some(url) => ferrisson::Client::builder(url)
+                .watchdog_lease(config.watchdog_lease)
+                .connect()
+                .await
+                .map_err(|e| anyhow::anyhow!("--lock-url: {e}"))?,
+        };
+        // The service owns its order locks' table, as it owns its database's schema.
+        if let Some(sql) = order_locks.as_sql() {
+            sql.create_schema()
+                .await
+                .map_err(|e| anyhow::anyhow!("--lock-url: creating the lock table: {e}"))?;
+        }
         let db = Db::connect(&config.database, config.db_connections, config.db_timeout).await?;
         let mut redlock_clients = Vec::new();
         for url in &config.redlock {
@@ -134,6 +139,7 @@ impl AppState {
                 db,
                 redis,
                 locks,
+                order_locks,
                 ids,
                 config,
                 lab,

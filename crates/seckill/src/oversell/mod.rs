@@ -21,7 +21,7 @@ use std::time::Duration;
 
 mod run;
 
-use crate::redis_conn::RedisConn;
+use ferrisson::redis::Commands;
 use ferrisson::redis::{Client, FencingToken, Lock, Redlock, SimpleLock};
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
@@ -309,7 +309,7 @@ impl LabState {
     /// # Errors
     ///
     /// When Redis or the database cannot be reached.
-    pub async fn read(conn: &mut RedisConn, db: &Db) -> Result<Self, ApiError> {
+    pub async fn read(conn: &mut Commands, db: &Db) -> Result<Self, ApiError> {
         #[allow(clippy::type_complexity)]
         let (
             stock,
@@ -423,7 +423,7 @@ pub const MAX_STOCK: i64 = 1_000_000_000;
 /// `INVALID_INPUT` for a stock out of range; `UNAVAILABLE` when a store cannot be reached.
 pub async fn reset(
     lab: &Lab,
-    conn: &mut RedisConn,
+    conn: &mut Commands,
     db: &Db,
     stock: i64,
 ) -> Result<LabState, ApiError> {
@@ -477,7 +477,7 @@ pub async fn reset(
 /// `STOCK_NOT_SET` before [`reset`]; `UNAVAILABLE` when a store cannot be reached.
 pub async fn deduct(
     lab: &Lab,
-    mut conn: RedisConn,
+    mut conn: Commands,
     db: &Db,
     variant: Variant,
 ) -> Result<DeductReply, ApiError> {

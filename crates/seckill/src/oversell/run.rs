@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::redis_conn::RedisConn;
+use ferrisson::redis::Commands;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -15,7 +15,7 @@ use crate::error::ApiError;
 /// One deduction request.
 pub(super) struct Run<'a> {
     lab: &'a Lab,
-    conn: RedisConn,
+    conn: Commands,
     db: &'a Db,
     seq: u64,
     fault: bool,
@@ -37,7 +37,7 @@ fn sold(sold: bool) -> DeductReply {
 }
 
 impl<'a> Run<'a> {
-    pub(super) fn new(lab: &'a Lab, conn: RedisConn, db: &'a Db, seq: u64) -> Self {
+    pub(super) fn new(lab: &'a Lab, conn: Commands, db: &'a Db, seq: u64) -> Self {
         Self {
             lab,
             conn,
