@@ -1,0 +1,35 @@
+//! What each ZooKeeper primitive gives, declared once: the capability table is rendered
+//! from [`CAPABILITIES`] and each primitive's `capabilities()` returns its row.
+
+use ferrisson_core::capabilities::{CancelSafety, Capabilities, Fencing, Reentry, Validity, Wait};
+
+use crate::STORE;
+
+const SESSION: Validity = Validity::Session(
+    "an ephemeral node of the client's ZooKeeper session; the client confirms the session every third of its timeout (or a fixed lease, ended by the client)",
+);
+const LOST: &str = "at once when the node is deleted, the session expires or the connection drops; at the latest one session timeout after the last request the server answered, before the server can expire the session";
+const PREDECESSOR: Wait = Wait::EventDriven(
+    "a getData watch on the node just ahead in the queue: one waiter woken per release, no herd",
+);
+const NODE_DELETED: CancelSafety = CancelSafety::SafeAtCost(
+    "a cancelled wait deletes its node with one more request (found by its guid if the create's reply was lost)",
+);
+
+/// [`Lock`](crate::Lock): Curator's `InterProcessMutex`.
+pub const LOCK: Capabilities = Capabilities::new(
+    STORE,
+    "Lock",
+    Reentry::PerTask,
+    true,
+    SESSION,
+    Fencing::Token(
+        "the lock node's czxid (the transaction that created it); keeps growing when the lock's parent is removed and created again; never goes back while the ensemble keeps its data",
+    ),
+    LOST,
+    PREDECESSOR,
+    NODE_DELETED,
+);
+
+/// Every ZooKeeper primitive's declaration, in the order of the capability table.
+pub const CAPABILITIES: &[Capabilities] = &[LOCK];

@@ -1,0 +1,468 @@
+//! The lock: Curator's `InterProcessMutex` recipe, reentrant per task, with a fencing
+//! token and a lost signal.
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ferrisson_core::hold::HoldState;
+use ferrisson_core::observe::{Grant, Kind, Probe, observe_acquire};
+use ferrisson_core::{
+    Capabilities, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result, TaskKey,
+};
+use tokio::time::Instant;
+use zookeeper_client::{EventType, OneshotWatcher};
+
+use crate::capabilities::LOCK;
+use crate::client::{Client, Holder, Inner};
+use crate::error::zk;
+use crate::path::{LOCKS_ROOT, path_of};
+use crate::queue::{Contender, Position};
+
+/// Curator's lock name for `InterProcessMutex` nodes.
+pub(crate) const LOCK_NAME: &str = "lock-";
+
+/// A reentrant ZooKeeper lock, compatible with Curator's `InterProcessMutex` on the
+/// same path: each contender creates a protected ephemeral sequential node
+/// `_c_<guid>-lock-<sequence>` under the lock's path (created as container nodes when
+/// missing), the lowest sequence holds, and every other contender watches only the node
+/// just ahead of its own (with `getData`, as Curator does). A Java service and a Rust
+/// one on the same path exclude each other, and wait for each other in one queue.
+///
+/// - **Fair**: granted in the order the nodes were created.
+/// - **Reentrant per task**: the task holding it takes it again at once (the same
+///   token); every hold is released on its own.
+/// - **Fencing token**: the `czxid` of the holder's node, the id of the transaction
+///   that created it. Each holder's node was created after every earlier holder's (a
+///   node ahead in the queue was created first), so the tokens grow with every holder;
+///   unlike the sequence number, they keep growing when the lock's container parent is
+///   removed while empty and created again (its sequence then restarts at 0).
+/// - **Lost**: see [`Client`]: at once when the node is deleted, the session expires or
+///   the connection drops; at the latest one session timeout after the last request the
+///   server answered.
+/// - **Lease**: [`Lease::Watchdog`] (the default) holds while the session lives;
+///   [`Lease::Fixed`] also ends the hold at the lease's end (the client deletes its node
+///   then; if the client dies first, the session's end deletes it).
+///
+/// ```no_run
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use ferrisson_core::{DistributedLock, Fenced, Guard};
+///
+/// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+/// let lock = client.lock("orders:42")?;
+/// let guard = lock.lock().await?;
+/// let again = lock.lock().await?; // the same task re-enters
+/// assert_eq!(again.fencing_token(), guard.fencing_token());
+/// again.unlock().await?;
+/// guard.unlock().await?;
+/// # Ok::<(), ferrisson_core::Error>(()) });
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    path: Arc<str>,
+    probe: Probe,
+    lease: Lease,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.probe.name)
+            .field("path", &self.path)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: &str) -> Result<Self> {
+        let path = path_of(LOCKS_ROOT, name)?;
+        let probe = client.inner.classes.probe(Kind::Lock, &Arc::from(name));
+        Ok(Self {
+            client,
+            path: Arc::from(path),
+            probe,
+            lease: Lease::Watchdog,
+        })
+    }
+
+    /// The lock's name, as given.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// assert_eq!(client.lock("a")?.name(), "a");
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.probe.name
+    }
+
+    /// The ZooKeeper path of the lock: its contenders' nodes are its children.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// assert_eq!(client.lock("a")?.path(), "/ferrisson/locks/a");
+    /// assert_eq!(client.lock("/curator/a")?.path(), "/curator/a");
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The same lock with another lease (see the type's docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a fixed lease under 1 ms or over a year.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// let lock = client.lock("a")?.with_lease(ferrisson_core::Lease::Fixed(Duration::from_secs(5)))?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn with_lease(mut self, lease: Lease) -> Result<Self> {
+        self.lease = lease.validate()?;
+        Ok(self)
+    }
+
+    fn inner(&self) -> &Arc<Inner> {
+        &self.client.inner
+    }
+
+    /// A new guard on this task's hold, if it has one.
+    fn reenter(&self) -> Option<LockGuard> {
+        let task = TaskKey::current();
+        let mut holds = self.inner().holds();
+        let holder = holds.get_mut(&*self.path)?;
+        if holder.task != Some(task) || !holder.state.is_held() {
+            return None;
+        }
+        holder.count += 1;
+        Some(self.guard(holder.owner, holder.token, &holder.state))
+    }
+
+    fn guard(&self, owner: u64, token: FencingToken, state: &Arc<HoldState>) -> LockGuard {
+        LockGuard {
+            lock: self.clone(),
+            owner,
+            token,
+            state: Arc::clone(state),
+            released: false,
+        }
+    }
+
+    async fn acquire(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+        observe_acquire(&self.probe, wait, self.contend(wait)).await
+    }
+
+    async fn contend(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+        if let Some(guard) = self.reenter() {
+            return Ok(Some(guard));
+        }
+        let deadline = wait.map(|w| Instant::now() + w);
+        let mut contender = Contender::new(Arc::clone(self.inner()), &self.path, LOCK_NAME);
+        contender.enter(b"ferrisson").await?;
+        loop {
+            let asked = Instant::now();
+            match contender.position().await? {
+                Position::First => return self.granted(contender, asked).await.map(Some),
+                Position::Behind(ahead) => {
+                    let waited = match deadline {
+                        None => contender.wait_behind(&ahead).await.map(|()| true),
+                        Some(deadline) if Instant::now() >= deadline => Ok(false),
+                        Some(deadline) => {
+                            match tokio::time::timeout_at(deadline, contender.wait_behind(&ahead))
+                                .await
+                            {
+                                Ok(result) => result.map(|()| true),
+                                Err(_) => Ok(false),
+                            }
+                        }
+                    };
+                    if !waited? {
+                        contender.leave().await?;
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Turns the first node of the queue into a hold; `asked` is when the request that
+    /// found it first was sent (the hold's validity counts from there).
+    async fn granted(&self, contender: Contender, asked: Instant) -> Result<LockGuard> {
+        let inner = self.inner();
+        let (node, czxid) = contender.into_node()?;
+        // Watching the node ends the hold at once when someone deletes it.
+        let watcher = match inner.zk.get_and_watch_data(&node).await {
+            Ok((_, _, watcher)) => watcher,
+            Err(e) => {
+                let _ = Inner::delete_node(&inner.zk, &node, inner.session_timeout).await;
+                return Err(zk("watch", &node, e));
+            }
+        };
+        let token =
+            FencingToken::new(u64::try_from(czxid).map_err(|_| {
+                Error::Protocol(format!("a lock node with a negative czxid {czxid}"))
+            })?);
+        let lease_end = match self.lease {
+            Lease::Watchdog => None,
+            Lease::Fixed(d) => asked.checked_add(d),
+        };
+        let session_end = asked + inner.session_timeout;
+        let deadline = lease_end.map_or(session_end, |end| end.min(session_end));
+        let state = Arc::new(HoldState::new(self.probe.clone(), deadline));
+        state.start();
+        let owner = rand::random();
+        let watch = tokio::spawn(watch_hold(
+            Arc::downgrade(inner),
+            node.clone(),
+            Arc::clone(&state),
+            watcher,
+            lease_end,
+        ))
+        .abort_handle();
+        let guard = self.guard(owner, token, &state);
+        inner.holds().insert(
+            self.path.to_string(),
+            Holder {
+                owner,
+                task: Some(TaskKey::current()),
+                count: 1,
+                node,
+                token,
+                state: Arc::clone(&state),
+                lease_end,
+                watch: Some(watch),
+            },
+        );
+        // A disconnection between the grant and the registration was not seen by the
+        // session monitor.
+        if !inner.connected() {
+            state.mark_lost();
+        }
+        Ok(guard)
+    }
+
+    /// Takes this guard's share of the hold `owner` off the books. Returns the node to
+    /// delete when that ended the hold, and whether the hold was still valid.
+    fn detach(&self, owner: u64) -> Detached {
+        let mut holds = self.inner().holds();
+        match holds.get_mut(&*self.path) {
+            Some(holder) if holder.owner == owner => {
+                holder.count -= 1;
+                let held = holder.state.is_held();
+                if holder.count > 0 {
+                    return Detached::Shared { held };
+                }
+                let Some(holder) = holds.remove(&*self.path) else {
+                    return Detached::Gone;
+                };
+                if let Some(watch) = &holder.watch {
+                    watch.abort();
+                }
+                Detached::Last {
+                    node: holder.node,
+                    held,
+                    state: holder.state,
+                }
+            }
+            _ => Detached::Gone,
+        }
+    }
+
+    /// Deletes a detached hold's node.
+    async fn finish(inner: &Inner, name: &str, detached: Detached) -> Result<()> {
+        match detached {
+            Detached::Shared { held: true } => Ok(()),
+            Detached::Shared { held: false } | Detached::Gone => Err(Error::LeaseExpired {
+                name: name.to_owned(),
+            }),
+            Detached::Last { node, held, state } => {
+                let deleted = Inner::delete_node(&inner.zk, &node, inner.session_timeout).await?;
+                if deleted && held {
+                    state.meter().end(false);
+                    Ok(())
+                } else {
+                    state.mark_lost();
+                    Err(Error::LeaseExpired {
+                        name: name.to_owned(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// What releasing one guard leaves to do.
+enum Detached {
+    /// Other guards of the same hold remain.
+    Shared { held: bool },
+    /// The hold ended: its node is to be deleted.
+    Last {
+        node: String,
+        held: bool,
+        state: Arc<HoldState>,
+    },
+    /// The hold was not on the books any more.
+    Gone,
+}
+
+/// Ends the hold when its node is deleted (by an administrator, or by the server when
+/// the session expired), or at the end of a fixed lease (deleting the node).
+async fn watch_hold(
+    inner: Weak<Inner>,
+    node: String,
+    state: Arc<HoldState>,
+    mut watcher: OneshotWatcher,
+    lease_end: Option<Instant>,
+) {
+    loop {
+        let event = match lease_end {
+            None => watcher.changed().await,
+            Some(end) => tokio::select! {
+                event = watcher.changed() => event,
+                () = tokio::time::sleep_until(end) => {
+                    state.mark_lost();
+                    if let Some(inner) = inner.upgrade() {
+                        let zk = inner.zk.clone();
+                        let timeout = inner.session_timeout;
+                        drop(inner);
+                        let _ = Inner::delete_node(&zk, &node, timeout).await;
+                    }
+                    return;
+                }
+            },
+        };
+        if event.event_type == EventType::NodeDataChanged {
+            // Someone wrote to the node: it is still ours; watch again.
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            match inner.zk.get_and_watch_data(&node).await {
+                Ok((_, _, next)) => {
+                    watcher = next;
+                    continue;
+                }
+                Err(_) => {
+                    state.mark_lost();
+                    return;
+                }
+            }
+        }
+        state.mark_lost();
+        return;
+    }
+}
+
+impl DistributedLock for Lock {
+    type Guard = LockGuard;
+
+    fn name(&self) -> &str {
+        Lock::name(self)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        LOCK
+    }
+
+    /// # Cancel safety
+    ///
+    /// Dropping the future deletes the contender's node in the background (found by its
+    /// guid if its create was still under way).
+    async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(None)
+            .await?
+            .ok_or_else(|| Error::wait_ended(self.name()))
+    }
+
+    async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Some(Duration::ZERO)).await
+    }
+
+    async fn lock_timeout(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(Some(wait)).await
+    }
+}
+
+/// Proof of holding a [`Lock`]. Dropping it releases in the background (the node is
+/// deleted by a spawned task); [`Guard::unlock`] is the checked release.
+#[must_use = "dropping the guard releases the lock"]
+pub struct LockGuard {
+    lock: Lock,
+    owner: u64,
+    token: FencingToken,
+    state: Arc<HoldState>,
+    released: bool,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.lock.name())
+            .field("fencing_token", &self.token)
+            .field("held", &self.state.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Grant for LockGuard {
+    fn fencing_token(&self) -> Option<FencingToken> {
+        Some(self.token)
+    }
+}
+
+impl Guard for LockGuard {
+    fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    fn is_held(&self) -> bool {
+        self.state.is_held()
+    }
+
+    fn remaining(&self) -> Duration {
+        self.state.remaining()
+    }
+
+    async fn lost(&self) {
+        self.state.lost().await;
+    }
+
+    async fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        let detached = self.lock.detach(self.owner);
+        Lock::finish(self.lock.inner(), self.lock.name(), detached).await
+    }
+}
+
+impl Fenced for LockGuard {
+    fn fencing_token(&self) -> FencingToken {
+        self.token
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let detached = self.lock.detach(self.owner);
+        if matches!(detached, Detached::Last { .. }) {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // No runtime to send from: the node ends with the session.
+                return;
+            };
+            let inner = Arc::clone(self.lock.inner());
+            let name = self.lock.name().to_owned();
+            runtime.spawn(async move {
+                let _ = Lock::finish(&inner, &name, detached).await;
+            });
+        }
+    }
+}
