@@ -285,6 +285,11 @@ impl Inner {
         )
     }
 
+    /// False once the session has expired, been closed or refused.
+    pub(crate) fn session_alive(&self) -> bool {
+        !self.zk.state().is_terminated()
+    }
+
     /// Deletes `node`, retrying on a lost connection within one session timeout.
     /// `Ok(true)` when this call deleted it, `Ok(false)` when it was gone.
     pub(crate) async fn delete_node(

@@ -284,7 +284,13 @@ impl Lock {
                 name: name.to_owned(),
             }),
             Detached::Last { node, held, state } => {
-                let deleted = Inner::delete_node(&inner.zk, &node, inner.session_timeout).await?;
+                let deleted =
+                    match Inner::delete_node(&inner.zk, &node, inner.session_timeout).await {
+                        Ok(deleted) => deleted,
+                        // The session's end took the node (or will): the hold ended before.
+                        Err(_) if !held || !inner.session_alive() => false,
+                        Err(e) => return Err(e),
+                    };
                 if deleted && held {
                     state.meter().end(false);
                     Ok(())
