@@ -31,5 +31,18 @@ pub const LOCK: Capabilities = Capabilities::new(
     NODE_DELETED,
 );
 
+/// [`Election`](crate::Election): Curator's `LeaderLatch`.
+pub const ELECTION: Capabilities = Capabilities::new(
+    STORE,
+    "Election",
+    Reentry::None,
+    true,
+    SESSION,
+    Fencing::Token("the leader's node's czxid: one token per term, growing with every term"),
+    LOST,
+    PREDECESSOR,
+    NODE_DELETED,
+);
+
 /// Every ZooKeeper primitive's declaration, in the order of the capability table.
-pub const CAPABILITIES: &[Capabilities] = &[LOCK];
+pub const CAPABILITIES: &[Capabilities] = &[LOCK, ELECTION];

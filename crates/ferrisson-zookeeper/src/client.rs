@@ -366,6 +366,23 @@ impl Client {
         Lock::new(self.clone(), name)
     }
 
+    /// The leader election `name`: a Curator `LeaderLatch` at the path `name` if it
+    /// starts with `/`, else at `/ferrisson/elections/NAME`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`].
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// let election = client.election("nightly")?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn election(&self, name: &str) -> Result<crate::Election> {
+        crate::Election::new(self.clone(), name)
+    }
+
     /// The session timeout the server granted: a hold's validity after the last
     /// confirmed request.
     ///

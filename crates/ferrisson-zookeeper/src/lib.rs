@@ -8,6 +8,8 @@
 //!   Java service using Curator and a Rust one using ferrisson on the same path exclude
 //!   each other; reentrant per task, fair, a fencing token (the node's `czxid`), a
 //!   lost signal tied to the session.
+//! - [`Election`]: Curator's `LeaderLatch` (`_c_<guid>-latch-<sequence>`): one leader at
+//!   a time, a token per term, `lost()` when the term ends.
 //!
 //! A hold lasts as long as its node, and its node as long as the client's session: the
 //! ensemble deletes it when the session expires, which it does one session timeout
@@ -31,6 +33,7 @@
 
 pub mod capabilities;
 mod client;
+mod election;
 mod endpoint;
 mod error;
 mod lock;
@@ -39,11 +42,14 @@ mod queue;
 
 pub use crate::capabilities::CAPABILITIES;
 pub use crate::client::{Client, ClientBuilder, DEFAULT_SESSION_TIMEOUT};
+pub use crate::election::{Election, Leadership};
 pub use crate::endpoint::Endpoint;
 pub use crate::error::ZkError;
 pub use crate::lock::{Lock, LockGuard};
 pub use crate::path::MAX_NAME_LEN;
-pub use ferrisson_core::{DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result};
+pub use ferrisson_core::{
+    DistributedElection, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
+};
 pub use zookeeper_client;
 
 /// The store's name in URLs' error messages, metrics and the capability table.

@@ -13,14 +13,45 @@ use ferrisson_core::{
 use tokio::time::Instant;
 use zookeeper_client::{EventType, OneshotWatcher};
 
-use crate::capabilities::LOCK;
+use crate::capabilities::{ELECTION, LOCK};
 use crate::client::{Client, Holder, Inner};
 use crate::error::zk;
-use crate::path::{LOCKS_ROOT, path_of};
+use crate::path::{ELECTIONS_ROOT, LOCKS_ROOT, path_of};
 use crate::queue::{Contender, Position};
 
-/// Curator's lock name for `InterProcessMutex` nodes.
-pub(crate) const LOCK_NAME: &str = "lock-";
+/// What a queue's hold is: a lock (re-entered per task) or a leadership (not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    /// Curator's `InterProcessMutex`.
+    Lock,
+    /// Curator's `LeaderLatch`.
+    Election,
+}
+
+impl Flavor {
+    /// Curator's lock name for the flavor's nodes (`lock-` for `InterProcessMutex`,
+    /// `latch-` for `LeaderLatch`).
+    fn node_name(self) -> &'static str {
+        match self {
+            Self::Lock => "lock-",
+            Self::Election => "latch-",
+        }
+    }
+
+    fn root(self) -> &'static str {
+        match self {
+            Self::Lock => LOCKS_ROOT,
+            Self::Election => ELECTIONS_ROOT,
+        }
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            Self::Lock => Kind::Lock,
+            Self::Election => Kind::Election,
+        }
+    }
+}
 
 /// A reentrant ZooKeeper lock, compatible with Curator's `InterProcessMutex` on the
 /// same path: each contender creates a protected ephemeral sequential node
@@ -61,8 +92,11 @@ pub(crate) const LOCK_NAME: &str = "lock-";
 pub struct Lock {
     client: Client,
     path: Arc<str>,
+    /// The hold's key in the client's books (a lock and an election on one path differ).
+    key: Arc<str>,
     probe: Probe,
     lease: Lease,
+    flavor: Flavor,
 }
 
 impl fmt::Debug for Lock {
@@ -77,13 +111,19 @@ impl fmt::Debug for Lock {
 
 impl Lock {
     pub(crate) fn new(client: Client, name: &str) -> Result<Self> {
-        let path = path_of(LOCKS_ROOT, name)?;
-        let probe = client.inner.classes.probe(Kind::Lock, &Arc::from(name));
+        Self::of_flavor(client, name, Flavor::Lock)
+    }
+
+    pub(crate) fn of_flavor(client: Client, name: &str, flavor: Flavor) -> Result<Self> {
+        let path = path_of(flavor.root(), name)?;
+        let probe = client.inner.classes.probe(flavor.kind(), &Arc::from(name));
         Ok(Self {
             client,
+            key: Arc::from(format!("{flavor:?}:{path}")),
             path: Arc::from(path),
             probe,
             lease: Lease::Watchdog,
+            flavor,
         })
     }
 
@@ -130,15 +170,22 @@ impl Lock {
         Ok(self)
     }
 
+    pub(crate) fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
     fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
 
     /// A new guard on this task's hold, if it has one.
     fn reenter(&self) -> Option<LockGuard> {
+        if self.flavor != Flavor::Lock {
+            return None;
+        }
         let task = TaskKey::current();
         let mut holds = self.inner().holds();
-        let holder = holds.get_mut(&*self.path)?;
+        let holder = holds.get_mut(&*self.key)?;
         if holder.task != Some(task) || !holder.state.is_held() {
             return None;
         }
@@ -165,7 +212,11 @@ impl Lock {
             return Ok(Some(guard));
         }
         let deadline = wait.map(|w| Instant::now() + w);
-        let mut contender = Contender::new(Arc::clone(self.inner()), &self.path, LOCK_NAME);
+        let mut contender = Contender::new(
+            Arc::clone(self.inner()),
+            &self.path,
+            self.flavor.node_name(),
+        );
         contender.enter(b"ferrisson").await?;
         loop {
             let asked = Instant::now();
@@ -229,10 +280,10 @@ impl Lock {
         .abort_handle();
         let guard = self.guard(owner, token, &state);
         inner.holds().insert(
-            self.path.to_string(),
+            self.key.to_string(),
             Holder {
                 owner,
-                task: Some(TaskKey::current()),
+                task: (self.flavor == Flavor::Lock).then(TaskKey::current),
                 count: 1,
                 node,
                 token,
@@ -253,14 +304,14 @@ impl Lock {
     /// delete when that ended the hold, and whether the hold was still valid.
     fn detach(&self, owner: u64) -> Detached {
         let mut holds = self.inner().holds();
-        match holds.get_mut(&*self.path) {
+        match holds.get_mut(&*self.key) {
             Some(holder) if holder.owner == owner => {
                 holder.count -= 1;
                 let held = holder.state.is_held();
                 if holder.count > 0 {
                     return Detached::Shared { held };
                 }
-                let Some(holder) = holds.remove(&*self.path) else {
+                let Some(holder) = holds.remove(&*self.key) else {
                     return Detached::Gone;
                 };
                 if let Some(watch) = &holder.watch {
@@ -374,7 +425,10 @@ impl DistributedLock for Lock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        LOCK
+        match self.flavor {
+            Flavor::Lock => LOCK,
+            Flavor::Election => ELECTION,
+        }
     }
 
     /// # Cancel safety

@@ -8,7 +8,6 @@ pub const MAX_NAME_LEN: usize = 1024;
 /// Where the primitives whose names are not paths live, one folder per kind.
 pub(crate) const LOCKS_ROOT: &str = "/ferrisson/locks";
 /// See [`LOCKS_ROOT`].
-#[allow(dead_code)] // the election is next
 pub(crate) const ELECTIONS_ROOT: &str = "/ferrisson/elections";
 
 /// The path of the primitive `name` of a kind whose folder is `root`: a name that starts
