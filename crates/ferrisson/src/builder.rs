@@ -126,6 +126,21 @@ impl ClientBuilder {
                 }
                 Ok(Client::Redis(builder.connect().await?))
             }
+            #[cfg(feature = "zookeeper")]
+            StoreKind::ZooKeeper => {
+                // A hold lives as long as the session: the watchdog lease is the session
+                // timeout asked for. Namespaces are chroots, in the URL.
+                let mut builder = ferrisson_zookeeper::Client::builder(&self.url);
+                if let Some(lease) = self.watchdog_lease {
+                    builder = builder.session_timeout(lease);
+                }
+                if self.namespace.is_some() {
+                    return Err(ferrisson_core::Error::invalid(
+                        "a ZooKeeper namespace is the url's chroot: zk://HOST:PORT/NAMESPACE",
+                    ));
+                }
+                Ok(Client::ZooKeeper(builder.connect().await?))
+            }
             other => Err(other.not_compiled(&self.url)),
         }
     }

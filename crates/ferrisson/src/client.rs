@@ -32,13 +32,17 @@ pub enum Client {
     /// A Redis client (one server, Sentinel or Cluster).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Client),
+    /// A ZooKeeper client (one session with a standalone server or an ensemble).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Client),
     /// The in-process store.
     Memory(MemoryStore),
 }
 
 /// Connects to the store `url` names: `redis://`, `rediss://`, `redis+sentinel://`,
-/// `redis+cluster://` (and their TLS forms), or `memory://NAME` (an in-process store,
-/// shared by every connect to the same name in this process).
+/// `redis+cluster://` (and their TLS forms), `zk://HOST:PORT[,HOST:PORT...][/CHROOT]`
+/// (ZooKeeper), or `memory://NAME` (an in-process store, shared by every connect to the
+/// same name in this process).
 ///
 /// A store's own options (TLS settings, replica acknowledgements, ...) are on its own
 /// builder: `ferrisson::redis::Client::builder(url)`; wrap its client with
@@ -84,6 +88,13 @@ impl From<ferrisson_redis::Client> for Client {
     }
 }
 
+#[cfg(feature = "zookeeper")]
+impl From<ferrisson_zookeeper::Client> for Client {
+    fn from(client: ferrisson_zookeeper::Client) -> Self {
+        Self::ZooKeeper(client)
+    }
+}
+
 impl From<MemoryStore> for Client {
     fn from(store: MemoryStore) -> Self {
         Self::Memory(store)
@@ -101,6 +112,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => StoreKind::Redis,
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(_) => StoreKind::ZooKeeper,
             Self::Memory(_) => StoreKind::Memory,
         }
     }
@@ -115,6 +128,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => ferrisson_redis::capabilities::CAPABILITIES,
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(_) => ferrisson_zookeeper::CAPABILITIES,
             Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
         }
     }
@@ -133,6 +148,8 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyLock::Redis(client.lock(name)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnyLock::ZooKeeper(client.lock(name)?),
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
         })
     }
@@ -151,6 +168,8 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyElection::Redis(client.election(name)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnyElection::ZooKeeper(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
         })
     }
@@ -165,6 +184,10 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => Some(client.watchdog_lease()),
+            // A ZooKeeper hold lasts as long as its session, confirmed every third of
+            // its timeout.
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => Some(client.session_timeout()),
             Self::Memory(_) => None,
         }
     }
@@ -180,7 +203,22 @@ impl Client {
     pub fn as_redis(&self) -> Option<&ferrisson_redis::Client> {
         match self {
             Self::Redis(client) => Some(client),
-            Self::Memory(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The ZooKeeper client, when this is one.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// # #[cfg(feature = "zookeeper")]
+    /// assert!(client.as_zookeeper().is_none());
+    /// ```
+    #[cfg(feature = "zookeeper")]
+    pub fn as_zookeeper(&self) -> Option<&ferrisson_zookeeper::Client> {
+        match self {
+            Self::ZooKeeper(client) => Some(client),
+            _ => None,
         }
     }
 }

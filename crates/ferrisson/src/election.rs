@@ -28,6 +28,9 @@ pub enum AnyElection {
     /// A Redis [`Election`](ferrisson_redis::Election).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Election),
+    /// A ZooKeeper [`Election`](ferrisson_zookeeper::Election).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Election),
     /// A memory store election.
     Memory(MemoryElection),
 }
@@ -40,6 +43,9 @@ pub enum AnyLeadership {
     /// A Redis leadership.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Leadership),
+    /// A ZooKeeper leadership.
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Leadership),
     /// A memory store leadership.
     Memory(MemoryLeadership),
 }
@@ -62,6 +68,8 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_lease(lease)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => Self::ZooKeeper(election.with_lease(lease)?),
             Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
         })
     }
@@ -69,8 +77,8 @@ impl AnyElection {
 
 impl AnyElection {
     /// The same election with `id` as this candidate's id, reported to observers of the
-    /// leader where the store keeps one (Redis); a store that keeps none (the in-process
-    /// store) leaves it to the caller.
+    /// leader where the store keeps one (Redis); a store that keeps none (ZooKeeper, the
+    /// in-process store) leaves it to the caller.
     ///
     /// # Errors
     ///
@@ -86,6 +94,11 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_candidate_id(id)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => {
+                let _ = id.into();
+                Self::ZooKeeper(election)
+            }
             Self::Memory(election) => {
                 let _ = id.into();
                 Self::Memory(election)
@@ -109,6 +122,8 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => AnyLeadership::Redis(election.campaign().await?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => AnyLeadership::ZooKeeper(election.campaign().await?),
             Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
         })
     }
@@ -117,6 +132,10 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => election.try_campaign().await?.map(AnyLeadership::Redis),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => {
+                election.try_campaign().await?.map(AnyLeadership::ZooKeeper)
+            }
             Self::Memory(election) => election.try_campaign().await?.map(AnyLeadership::Memory),
         })
     }
@@ -128,6 +147,11 @@ impl DistributedElection for AnyElection {
                 .campaign_timeout(wait)
                 .await?
                 .map(AnyLeadership::Redis),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::ZooKeeper),
             Self::Memory(election) => election
                 .campaign_timeout(wait)
                 .await?

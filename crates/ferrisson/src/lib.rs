@@ -33,6 +33,8 @@
 //! ## Features
 //!
 //! - `redis` (default): the Redis store, [`redis`].
+//! - `zookeeper` (default): the ZooKeeper store, [`zookeeper`]
+//!   (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
 //!
 //! The in-process store ([`memory`]) is always there.
 
@@ -61,6 +63,11 @@ pub use ferrisson_core::{
 #[cfg(feature = "redis")]
 pub use ferrisson_redis as redis;
 
+/// The ZooKeeper store: its client, Curator-compatible lock and election (the
+/// `ferrisson-zookeeper` crate).
+#[cfg(feature = "zookeeper")]
+pub use ferrisson_zookeeper as zookeeper;
+
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {
     pub use ferrisson_core::observe::metrics::*;
@@ -79,6 +86,8 @@ pub fn capabilities() -> Vec<Capabilities> {
     let mut all = Vec::new();
     #[cfg(feature = "redis")]
     all.extend_from_slice(ferrisson_redis::capabilities::CAPABILITIES);
+    #[cfg(feature = "zookeeper")]
+    all.extend_from_slice(ferrisson_zookeeper::CAPABILITIES);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
     all
 }

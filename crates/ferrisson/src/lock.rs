@@ -25,6 +25,9 @@ pub enum AnyLock {
     /// A Redis [`Lock`](ferrisson_redis::Lock).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Lock),
+    /// A ZooKeeper [`Lock`](ferrisson_zookeeper::Lock).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Lock),
     /// A memory store lock.
     Memory(MemoryLock),
 }
@@ -37,6 +40,9 @@ pub enum AnyGuard {
     /// A Redis lock's guard.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::LockGuard),
+    /// A ZooKeeper lock's guard.
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::LockGuard),
     /// A memory store lock's guard.
     Memory(MemoryLockGuard),
 }
@@ -47,6 +53,8 @@ macro_rules! each_store {
         match $value {
             #[cfg(feature = "redis")]
             $enum::Redis($inner) => $body,
+            #[cfg(feature = "zookeeper")]
+            $enum::ZooKeeper($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
@@ -73,6 +81,8 @@ impl AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => Self::Redis(lock.with_lease(lease)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => Self::ZooKeeper(lock.with_lease(lease)?),
             Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
         })
     }
@@ -93,6 +103,8 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => AnyGuard::Redis(DistributedLock::lock(lock).await?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => AnyGuard::ZooKeeper(lock.lock().await?),
             Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
         })
     }
@@ -101,6 +113,8 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => DistributedLock::try_lock(lock).await?.map(AnyGuard::Redis),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => lock.try_lock().await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
         })
     }
@@ -111,6 +125,8 @@ impl DistributedLock for AnyLock {
             Self::Redis(lock) => DistributedLock::lock_timeout(lock, wait)
                 .await?
                 .map(AnyGuard::Redis),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
         })
     }

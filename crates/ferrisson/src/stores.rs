@@ -116,7 +116,8 @@ impl StoreKind {
         match self {
             Self::Memory => true,
             Self::Redis => cfg!(feature = "redis"),
-            Self::Postgres | Self::MySql | Self::ZooKeeper | Self::Etcd => false,
+            Self::ZooKeeper => cfg!(feature = "zookeeper"),
+            Self::Postgres | Self::MySql | Self::Etcd => false,
         }
     }
 
@@ -127,7 +128,7 @@ impl StoreKind {
     /// assert!(ferrisson::StoreKind::Redis.is_available());
     /// ```
     pub const fn is_available(self) -> bool {
-        matches!(self, Self::Redis | Self::Memory)
+        matches!(self, Self::Redis | Self::Memory | Self::ZooKeeper)
     }
 
     /// The error for a URL of this store in a build without it.
