@@ -45,6 +45,11 @@ use crate::terminal::quoted;
 /// redis://127.0.0.1:6379 ($FERRISSON_REDIS_URL, an older name, is read before
 /// $REDIS_URL). A rediss:// URL connects with TLS, checked against the system's CA
 /// certificates or --cacert, with a client certificate from --cert and --key.
+///
+/// On ZooKeeper (--url zk://HOST:PORT[,HOST:PORT...][/CHROOT]) the lock is Curator's
+/// InterProcessMutex at /ferrisson/locks/NAME (at NAME itself when it starts with /, to
+/// share a lock with Java services), FERRISSON_FENCING_TOKEN is its node's czxid, and
+/// --lease is the session timeout asked for (the server may grant another).
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

@@ -120,10 +120,17 @@ const REFUSED: &[Case] = &[
         &["lock", "--url", "", "x", "--", "true"],
         "the URL is empty",
     ),
-    // A store this build was compiled without: refused before connecting, naming it.
+    // A store this version does not have: refused before connecting, naming it.
     case(
-        &["lock", "--url", "zk://127.0.0.1:2181", "x", "--", "true"],
-        "zookeeper",
+        &[
+            "lock",
+            "--url",
+            "postgres://127.0.0.1:5432/x",
+            "x",
+            "--",
+            "true",
+        ],
+        "postgres",
     ),
     case(
         &["elect", "--url", "etcd://127.0.0.1:2379", "x", "--", "true"],

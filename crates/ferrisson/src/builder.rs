@@ -134,7 +134,7 @@ impl ClientBuilder {
                 if let Some(lease) = self.watchdog_lease {
                     builder = builder.session_timeout(lease);
                 }
-                if self.namespace.is_some() {
+                if self.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
                     return Err(ferrisson_core::Error::invalid(
                         "a ZooKeeper namespace is the url's chroot: zk://HOST:PORT/NAMESPACE",
                     ));

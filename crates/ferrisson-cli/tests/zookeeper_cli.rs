@@ -1,0 +1,85 @@
+//! `ferrisson lock` and `ferrisson elect` on ZooKeeper (`--url zk://...`), as a user runs
+//! them: separate processes against a private ZooKeeper server.
+
+#![cfg(feature = "zookeeper")]
+
+use std::process::{Command, Stdio};
+
+use ferrisson_testkit::ZooKeeper;
+
+mod support;
+use support::FERRISSON;
+
+#[test]
+fn sixteen_processes_exclude_each_other_with_distinct_tokens() -> anyhow::Result<()> {
+    const PROCESSES: usize = 16;
+    const ROUNDS: usize = 5;
+    let zk = ZooKeeper::standalone()?;
+    let dir = tempfile::tempdir()?;
+    let counter = dir.path().join("counter");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&counter, "0")?;
+    // A non-atomic read-modify-write of a file: only mutual exclusion keeps the count.
+    let script = format!(
+        "for i in $(seq {ROUNDS}); do {FERRISSON} lock --url {url} counter -- sh -c \
+         'n=$(cat {counter}); sleep 0.01; echo $((n+1)) > {counter}; echo $FERRISSON_FENCING_TOKEN >> {tokens}' \
+         || exit 1; done",
+        url = zk.url(),
+        counter = counter.display(),
+        tokens = tokens.display(),
+    );
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .env_remove("FERRISSON_URL")
+                .stdin(Stdio::null())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    for mut child in children {
+        assert!(child.wait()?.success());
+    }
+    let total: usize = std::fs::read_to_string(&counter)?.trim().parse()?;
+    assert_eq!(total, PROCESSES * ROUNDS);
+    let mut seen: Vec<u64> = std::fs::read_to_string(&tokens)?
+        .lines()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(seen.len(), PROCESSES * ROUNDS);
+    // Written under the lock, in the order of the holds: strictly increasing.
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        PROCESSES * ROUNDS,
+        "a token was handed out twice"
+    );
+    Ok(())
+}
+
+#[test]
+fn wait_timeout_exits_75_without_running() -> anyhow::Result<()> {
+    let zk = ZooKeeper::standalone()?;
+    support::wait_runs_out_with_75_at(
+        &zk.url(),
+        "lock",
+        "timed out after 200ms waiting for lock \"busy\"",
+    )
+}
+
+#[test]
+fn elect_runs_the_command_as_leader_with_a_token() -> anyhow::Result<()> {
+    let zk = ZooKeeper::standalone()?;
+    let report = "echo $FERRISSON_FENCING_TOKEN";
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let output =
+            support::holding("elect", &zk.url(), &["cron", "--", "sh", "-c", report]).output()?;
+        assert!(output.status.success(), "{output:?}");
+        tokens.push(String::from_utf8(output.stdout)?.trim().parse::<u64>()?);
+    }
+    assert!(tokens[1] > tokens[0], "{tokens:?}");
+    Ok(())
+}
