@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use ferrisson_core::hold::HoldState;
 use ferrisson_core::observe::{ClassFn, Classes};
 use ferrisson_core::{Error, FencingToken, Result, TaskKey};
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use zookeeper_client::{Acls, CreateMode, SessionState};
@@ -60,7 +61,12 @@ impl fmt::Debug for Client {
 
 /// What the clones of a [`Client`] share.
 pub(crate) struct Inner {
-    pub(crate) zk: zookeeper_client::Client,
+    /// The session now; replaced by a new one when it expires.
+    session: RwLock<zookeeper_client::Client>,
+    /// Woken when a new session replaces an expired one.
+    replaced: Notify,
+    /// The session timeout asked for, for the next session.
+    asked_timeout: Duration,
     endpoint: Endpoint,
     pub(crate) classes: Classes,
     /// The timeout the server granted.
@@ -160,38 +166,7 @@ impl ClientBuilder {
             .session_timeout
             .or(endpoint.session_timeout())
             .unwrap_or(DEFAULT_SESSION_TIMEOUT);
-        let connect_error = |op, path: &str, e| Error::Connect {
-            target: endpoint.to_string(),
-            cause: Box::new(ZkError::new(op, path, e)),
-        };
-        let mut connector = zookeeper_client::Client::connector().with_session_timeout(timeout);
-        if let Some(digest) = endpoint.digest() {
-            connector = connector.with_auth("digest", &digest);
-        }
-        // Without a timeout the library tries the hosts until one answers.
-        let hosts = endpoint.connect_string();
-        let connecting = connector.connect(&hosts);
-        let zk = tokio::time::timeout(timeout.max(Duration::from_secs(5)), connecting)
-            .await
-            .map_err(|_| connect_error("connect", "/", zookeeper_client::Error::Timeout))?
-            .map_err(|e| connect_error("connect", "/", e))?;
-        let zk = match endpoint.chroot() {
-            None => zk,
-            Some(chroot) => {
-                match zk
-                    .mkdir(
-                        chroot,
-                        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-                    )
-                    .await
-                {
-                    Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
-                    Err(e) => return Err(connect_error("create chroot", chroot, e)),
-                }
-                zk.chroot(chroot.to_owned())
-                    .map_err(|_| Error::invalid("the url's chroot is not a valid path"))?
-            }
-        };
+        let zk = open_session(&endpoint, timeout).await?;
         let session_timeout = zk.session_timeout();
         let state_watcher = zk.state_watcher();
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
@@ -200,7 +175,9 @@ impl ClientBuilder {
                 tokio::spawn(confirm_session(weak.clone(), session_timeout)).abort_handle(),
             ];
             Inner {
-                zk,
+                session: RwLock::new(zk),
+                replaced: Notify::new(),
+                asked_timeout: timeout,
                 endpoint,
                 classes: Classes::new(STORE, self.class_of),
                 session_timeout,
@@ -212,7 +189,43 @@ impl ClientBuilder {
     }
 }
 
-/// Ends every hold when the session disconnects, expires or closes.
+/// Opens a session with the ensemble `endpoint` names, asking for `timeout`, and creates
+/// its chroot if missing.
+async fn open_session(endpoint: &Endpoint, timeout: Duration) -> Result<zookeeper_client::Client> {
+    let connect_error = |op, path: &str, e| Error::Connect {
+        target: endpoint.to_string(),
+        cause: Box::new(ZkError::new(op, path, e)),
+    };
+    let mut connector = zookeeper_client::Client::connector().with_session_timeout(timeout);
+    if let Some(digest) = endpoint.digest() {
+        connector = connector.with_auth("digest", &digest);
+    }
+    // Without a bound the library tries the hosts until one answers.
+    let hosts = endpoint.connect_string();
+    let connecting = connector.connect(&hosts);
+    let zk = tokio::time::timeout(timeout.max(Duration::from_secs(5)), connecting)
+        .await
+        .map_err(|_| connect_error("connect", "/", zookeeper_client::Error::Timeout))?
+        .map_err(|e| connect_error("connect", "/", e))?;
+    let Some(chroot) = endpoint.chroot() else {
+        return Ok(zk);
+    };
+    match zk
+        .mkdir(
+            chroot,
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+    {
+        Ok(()) | Err(zookeeper_client::Error::NodeExists) => {}
+        Err(e) => return Err(connect_error("create chroot", chroot, e)),
+    }
+    zk.chroot(chroot.to_owned())
+        .map_err(|_| Error::invalid("the url's chroot is not a valid path"))
+}
+
+/// Ends every hold when the session disconnects, expires or closes; opens a new session
+/// when it expired (as Curator does), so that the client serves again.
 async fn watch_session(weak: Weak<Inner>, mut watcher: zookeeper_client::StateWatcher) {
     loop {
         let state = watcher.changed().await;
@@ -229,9 +242,39 @@ async fn watch_session(weak: Weak<Inner>, mut watcher: zookeeper_client::StateWa
             );
             inner.lose_all();
         }
-        if state.is_terminated() {
-            return;
+        if state != SessionState::Expired {
+            if state.is_terminated() {
+                return;
+            }
+            continue;
         }
+        let (endpoint, timeout) = (inner.endpoint.clone(), inner.asked_timeout);
+        // Not holding the client while reconnecting: dropping the last clone stops this.
+        drop(inner);
+        let mut pause = Duration::from_millis(50);
+        let zk = loop {
+            match open_session(&endpoint, timeout).await {
+                Ok(zk) => break zk,
+                Err(e) => {
+                    tracing::debug!(error = %e, "zookeeper: no new session yet");
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        watcher = zk.state_watcher();
+        *inner
+            .session
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = zk;
+        inner.replaced.notify_waiters();
+        tracing::debug!("zookeeper: a new session replaced the expired one");
     }
 }
 
@@ -243,7 +286,7 @@ async fn confirm_session(weak: Weak<Inner>, timeout: Duration) {
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        let zk = inner.zk.clone();
+        let zk = inner.zk();
         // Not holding the client while waiting: dropping the last clone ends the session.
         drop(inner);
         let sent = Instant::now();
@@ -259,6 +302,32 @@ async fn confirm_session(weak: Weak<Inner>, timeout: Duration) {
 }
 
 impl Inner {
+    /// The session now (a cheap clone): one operation, or one contender's whole
+    /// attempt, runs on one session.
+    pub(crate) fn zk(&self) -> zookeeper_client::Client {
+        self.session
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A session that has not expired: the current one, or, after an expiry, its
+    /// replacement once opened (waiting at most one session timeout for it; the expired
+    /// session then answers with its error).
+    pub(crate) async fn live_zk(&self) -> zookeeper_client::Client {
+        let replaced = self.replaced.notified();
+        tokio::pin!(replaced);
+        replaced.as_mut().enable();
+        let zk = self.zk();
+        if zk.state() != SessionState::Expired {
+            return zk;
+        }
+        match tokio::time::timeout(self.session_timeout, replaced).await {
+            Ok(()) => self.zk(),
+            Err(_) => zk,
+        }
+    }
+
     pub(crate) fn holds(&self) -> MutexGuard<'_, HashMap<String, Holder>> {
         self.holds.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -280,14 +349,14 @@ impl Inner {
     /// True while the session is connected.
     pub(crate) fn connected(&self) -> bool {
         matches!(
-            self.zk.state(),
+            self.zk().state(),
             SessionState::SyncConnected | SessionState::ConnectedReadOnly
         )
     }
 
     /// False once the session has expired, been closed or refused.
     pub(crate) fn session_alive(&self) -> bool {
-        !self.zk.state().is_terminated()
+        !self.zk().state().is_terminated()
     }
 
     /// Deletes `node`, retrying on a lost connection within one session timeout.
@@ -396,8 +465,9 @@ impl Client {
         self.inner.session_timeout
     }
 
-    /// The client library's session, for what ferrisson does not wrap (reading nodes,
-    /// watches). Deleting ferrisson's nodes through it ends their holds.
+    /// The client library's session now, for what ferrisson does not wrap (reading
+    /// nodes, watches); after an expiry the client opens a new one. Deleting ferrisson's
+    /// nodes through it ends their holds.
     ///
     /// ```no_run
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -405,8 +475,8 @@ impl Client {
     /// let children = client.zookeeper().list_children("/").await;
     /// # Ok::<(), ferrisson_core::Error>(()) });
     /// ```
-    pub fn zookeeper(&self) -> &zookeeper_client::Client {
-        &self.inner.zk
+    pub fn zookeeper(&self) -> zookeeper_client::Client {
+        self.inner.zk()
     }
 
     /// The URL this client connected to, without its password.

@@ -64,7 +64,13 @@ impl StoreError for ZkError {
         use zookeeper_client::Error as E;
         matches!(
             self.source,
-            E::ConnectionLoss | E::Timeout | E::Throttled | E::NoHosts | E::SessionMoved
+            E::ConnectionLoss
+                | E::Timeout
+                | E::Throttled
+                | E::NoHosts
+                | E::SessionMoved
+                // The client opens a new session: the next call uses it.
+                | E::SessionExpired
         )
     }
 

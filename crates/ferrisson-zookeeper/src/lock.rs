@@ -212,12 +212,36 @@ impl Lock {
             return Ok(Some(guard));
         }
         let deadline = wait.map(|w| Instant::now() + w);
-        let mut contender = Contender::new(
-            Arc::clone(self.inner()),
-            &self.path,
-            self.flavor.node_name(),
-        );
-        contender.enter(b"ferrisson").await?;
+        let queued = async {
+            // A session found expired only now (it was disconnected when asked) is
+            // replaced by the client: one more try on the new one.
+            let mut retried = false;
+            loop {
+                let session = self.inner().live_zk().await;
+                let mut contender = Contender::new(
+                    Arc::clone(self.inner()),
+                    session,
+                    &self.path,
+                    self.flavor.node_name(),
+                );
+                match contender.enter(b"ferrisson").await {
+                    Ok(()) => return Ok(contender),
+                    Err(e) if !retried && session_expired(&e) => retried = true,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        // A bounded wait counts the time to enter the queue too (a server that does not
+        // answer); a try gets its one answer.
+        let contender = match deadline {
+            Some(deadline) if wait != Some(Duration::ZERO) => {
+                match tokio::time::timeout_at(deadline, queued).await {
+                    Ok(entered) => entered?,
+                    Err(_) => return Ok(None),
+                }
+            }
+            _ => queued.await?,
+        };
         loop {
             let asked = Instant::now();
             match contender.position().await? {
@@ -248,12 +272,12 @@ impl Lock {
     /// found it first was sent (the hold's validity counts from there).
     async fn granted(&self, contender: Contender, asked: Instant) -> Result<LockGuard> {
         let inner = self.inner();
-        let (node, czxid) = contender.into_node()?;
+        let (node, czxid, session) = contender.into_node()?;
         // Watching the node ends the hold at once when someone deletes it.
-        let watcher = match inner.zk.get_and_watch_data(&node).await {
+        let watcher = match session.get_and_watch_data(&node).await {
             Ok((_, _, watcher)) => watcher,
             Err(e) => {
-                let _ = Inner::delete_node(&inner.zk, &node, inner.session_timeout).await;
+                let _ = Inner::delete_node(&session, &node, inner.session_timeout).await;
                 return Err(zk("watch", &node, e));
             }
         };
@@ -336,7 +360,7 @@ impl Lock {
             }),
             Detached::Last { node, held, state } => {
                 let deleted =
-                    match Inner::delete_node(&inner.zk, &node, inner.session_timeout).await {
+                    match Inner::delete_node(&inner.zk(), &node, inner.session_timeout).await {
                         Ok(deleted) => deleted,
                         // The session's end took the node (or will): the hold ended before.
                         Err(_) if !held || !inner.session_alive() => false,
@@ -354,6 +378,13 @@ impl Lock {
             }
         }
     }
+}
+
+/// True when `error` says the session had expired.
+fn session_expired(error: &Error) -> bool {
+    error
+        .store_error::<crate::ZkError>()
+        .is_some_and(|e| *e.cause() == zookeeper_client::Error::SessionExpired)
 }
 
 /// What releasing one guard leaves to do.
@@ -387,7 +418,7 @@ async fn watch_hold(
                 () = tokio::time::sleep_until(end) => {
                     state.mark_lost();
                     if let Some(inner) = inner.upgrade() {
-                        let zk = inner.zk.clone();
+                        let zk = inner.zk();
                         let timeout = inner.session_timeout;
                         drop(inner);
                         let _ = Inner::delete_node(&zk, &node, timeout).await;
@@ -401,7 +432,7 @@ async fn watch_hold(
             let Some(inner) = inner.upgrade() else {
                 return;
             };
-            match inner.zk.get_and_watch_data(&node).await {
+            match inner.zk().get_and_watch_data(&node).await {
                 Ok((_, _, next)) => {
                     watcher = next;
                     continue;

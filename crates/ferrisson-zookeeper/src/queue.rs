@@ -68,6 +68,8 @@ pub(crate) fn sorted_contenders(mut children: Vec<String>, lock_name: &str) -> V
 /// ([`Contender::into_node`]).
 pub(crate) struct Contender {
     inner: Arc<Inner>,
+    /// The session of the whole attempt: its node lives and dies with it.
+    zk: zookeeper_client::Client,
     dir: String,
     lock_name: &'static str,
     guid: String,
@@ -78,8 +80,14 @@ pub(crate) struct Contender {
 }
 
 impl Contender {
-    pub(crate) fn new(inner: Arc<Inner>, dir: &str, lock_name: &'static str) -> Self {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        zk: zookeeper_client::Client,
+        dir: &str,
+        lock_name: &'static str,
+    ) -> Self {
         Self {
+            zk,
             inner,
             dir: dir.to_owned(),
             lock_name,
@@ -101,7 +109,7 @@ impl Contender {
         let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
         loop {
             self.sent = true;
-            match self.inner.zk.create(&prefix, data, &options).await {
+            match self.zk.create(&prefix, data, &options).await {
                 Ok((stat, sequence)) => {
                     self.node = Some((format!("{prefix}{sequence}"), stat.czxid));
                     return Ok(());
@@ -129,7 +137,7 @@ impl Contender {
                 .map_or(self.dir.len(), |i| end + 1 + i);
             let path = &self.dir[..end];
             loop {
-                match self.inner.zk.create(path, &[], &options).await {
+                match self.zk.create(path, &[], &options).await {
                     Ok(_) | Err(ZkE::NodeExists) => break,
                     Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
                     Err(e) => return Err(zk("create", path, e)),
@@ -142,7 +150,7 @@ impl Contender {
     /// This contender's node, looked up by its guid (after a lost reply).
     async fn find_own(&self) -> Result<Option<(String, i64)>> {
         let prefix = protected_prefix(&self.guid);
-        let children = match list(&self.inner.zk, &self.dir).await {
+        let children = match list(&self.zk, &self.dir).await {
             Ok(children) => children,
             Err(ZkE::NoNode) => return Ok(None),
             Err(e) => return Err(zk("list", &self.dir, e)),
@@ -151,7 +159,7 @@ impl Contender {
             return Ok(None);
         };
         let path = format!("{}/{name}", self.dir);
-        match self.inner.zk.get_data(&path).await {
+        match self.zk.get_data(&path).await {
             Ok((_, stat)) => Ok(Some((path, stat.czxid))),
             Err(ZkE::NoNode) => Ok(None),
             Err(e) => Err(zk("read", &path, e)),
@@ -174,7 +182,7 @@ impl Contender {
     /// longer there (its session ended, or someone deleted it).
     pub(crate) async fn position(&self) -> Result<Position> {
         let own = self.node_name()?;
-        let children = list(&self.inner.zk, &self.dir)
+        let children = list(&self.zk, &self.dir)
             .await
             .map_err(|e| zk("list", &self.dir, e))?;
         let queue = sorted_contenders(children, self.lock_name);
@@ -193,7 +201,7 @@ impl Contender {
     pub(crate) async fn wait_behind(&self, ahead: &str) -> Result<()> {
         let path = format!("{}/{ahead}", self.dir);
         loop {
-            match self.inner.zk.get_and_watch_data(&path).await {
+            match self.zk.get_and_watch_data(&path).await {
                 Ok((_, _, watcher)) => {
                     watcher.changed().await;
                     return Ok(());
@@ -209,21 +217,22 @@ impl Contender {
     pub(crate) async fn leave(mut self) -> Result<()> {
         self.sent = false;
         match self.node.take() {
-            Some((path, _)) => {
-                Inner::delete_node(&self.inner.zk, &path, self.inner.session_timeout)
-                    .await
-                    .map(drop)
-            }
+            Some((path, _)) => Inner::delete_node(&self.zk, &path, self.inner.session_timeout)
+                .await
+                .map(drop),
             None => Ok(()),
         }
     }
 
-    /// The node's path and creation zxid, handed to a hold: no longer deleted on drop.
-    pub(crate) fn into_node(mut self) -> Result<(String, i64)> {
+    /// The node's path, its creation zxid and its session, handed to a hold: no longer
+    /// deleted on drop.
+    pub(crate) fn into_node(mut self) -> Result<(String, i64, zookeeper_client::Client)> {
         self.sent = false;
-        self.node
+        let (node, czxid) = self
+            .node
             .take()
-            .ok_or_else(|| Error::Protocol("a contender without a node".into()))
+            .ok_or_else(|| Error::Protocol("a contender without a node".into()))?;
+        Ok((node, czxid, self.zk.clone()))
     }
 }
 
@@ -249,7 +258,7 @@ impl Drop for Contender {
             // No runtime to send from: the node ends with the session.
             return;
         };
-        let zk = self.inner.zk.clone();
+        let zk = self.zk.clone();
         let timeout = self.inner.session_timeout;
         let node = self.node.take().map(|(path, _)| path);
         let dir = std::mem::take(&mut self.dir);

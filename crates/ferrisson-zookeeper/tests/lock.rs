@@ -154,6 +154,16 @@ async fn an_expired_session_fires_lost_and_frees_the_lock() -> anyhow::Result<()
         guard.unlock().await,
         Err(Error::LeaseExpired { .. })
     ));
+    // The client opened a new session: it serves again.
+    drop(taken);
+    let again = client
+        .lock("expiry")?
+        .lock_timeout(Duration::from_secs(10))
+        .await?;
+    assert!(
+        again.is_some_and(|g| g.is_held()),
+        "the client did not recover"
+    );
     Ok(())
 }
 
