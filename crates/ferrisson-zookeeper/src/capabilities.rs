@@ -44,5 +44,22 @@ pub const ELECTION: Capabilities = Capabilities::new(
     NODE_DELETED,
 );
 
+/// [`RwLock`](crate::RwLock): Curator's `InterProcessReadWriteLock`.
+pub const RW_LOCK: Capabilities = Capabilities::new(
+    STORE,
+    "RwLock",
+    Reentry::PerTask,
+    true,
+    SESSION,
+    Fencing::Token(
+        "write side: the writer's node's czxid, growing with every writer; read side: the reader's node's czxid",
+    ),
+    LOST,
+    Wait::EventDriven(
+        "a writer watches the node just ahead; a reader watches the first writer's node ahead of it",
+    ),
+    NODE_DELETED,
+);
+
 /// Every ZooKeeper primitive's declaration, in the order of the capability table.
-pub const CAPABILITIES: &[Capabilities] = &[LOCK, ELECTION];
+pub const CAPABILITIES: &[Capabilities] = &[LOCK, RW_LOCK, ELECTION];

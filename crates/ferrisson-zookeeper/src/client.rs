@@ -435,6 +435,23 @@ impl Client {
         Lock::new(self.clone(), name)
     }
 
+    /// The read-write lock `name`: a Curator `InterProcessReadWriteLock` at the path
+    /// `name` if it starts with `/`, else at `/ferrisson/rwlocks/NAME`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`].
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// let prices = client.rwlock("prices")?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn rwlock(&self, name: &str) -> Result<crate::RwLock> {
+        crate::RwLock::new(self.clone(), name)
+    }
+
     /// The leader election `name`: a Curator `LeaderLatch` at the path `name` if it
     /// starts with `/`, else at `/ferrisson/elections/NAME`.
     ///

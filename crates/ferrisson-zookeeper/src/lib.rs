@@ -8,6 +8,8 @@
 //!   Java service using Curator and a Rust one using ferrisson on the same path exclude
 //!   each other; reentrant per task, fair, a fencing token (the node's `czxid`), a
 //!   lost signal tied to the session.
+//! - [`RwLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` and `__WRIT__` nodes
+//!   in one queue): writers first in line, downgrade yes, upgrade refused.
 //! - [`Election`]: Curator's `LeaderLatch` (`_c_<guid>-latch-<sequence>`): one leader at
 //!   a time, a token per term, `lost()` when the term ends.
 //!
@@ -39,6 +41,7 @@ mod error;
 mod lock;
 mod path;
 mod queue;
+mod rwlock;
 
 pub use crate::capabilities::CAPABILITIES;
 pub use crate::client::{Client, ClientBuilder, DEFAULT_SESSION_TIMEOUT};
@@ -47,8 +50,10 @@ pub use crate::endpoint::Endpoint;
 pub use crate::error::ZkError;
 pub use crate::lock::{Lock, LockGuard};
 pub use crate::path::MAX_NAME_LEN;
+pub use crate::rwlock::RwLock;
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, Error, Fenced, FencingToken, Guard, Lease, Result,
+    DistributedElection, DistributedLock, DistributedRwLock, Error, Fenced, FencingToken, Guard,
+    Lease, Result,
 };
 pub use zookeeper_client;
 

@@ -13,28 +13,58 @@ use ferrisson_core::{
 use tokio::time::Instant;
 use zookeeper_client::{EventType, OneshotWatcher};
 
-use crate::capabilities::{ELECTION, LOCK};
+use crate::capabilities::{ELECTION, LOCK, RW_LOCK};
 use crate::client::{Client, Holder, Inner};
 use crate::error::zk;
-use crate::path::{ELECTIONS_ROOT, LOCKS_ROOT, path_of};
-use crate::queue::{Contender, Position};
+use crate::path::{ELECTIONS_ROOT, LOCKS_ROOT, RWLOCKS_ROOT, path_of};
+use crate::queue::{Contender, Position, Turn};
 
-/// What a queue's hold is: a lock (re-entered per task) or a leadership (not).
+/// What a queue's hold is: a lock (re-entered per task), a leadership (not), or a side
+/// of a read-write lock (re-entered per task).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
     /// Curator's `InterProcessMutex`.
     Lock,
     /// Curator's `LeaderLatch`.
     Election,
+    /// The read side of Curator's `InterProcessReadWriteLock`.
+    Read,
+    /// Its write side.
+    Write,
 }
+
+/// Curator's lock names for the read-write lock's nodes.
+const READ_NAME: &str = "__READ__";
+const WRITE_NAME: &str = "__WRIT__";
 
 impl Flavor {
     /// Curator's lock name for the flavor's nodes (`lock-` for `InterProcessMutex`,
-    /// `latch-` for `LeaderLatch`).
+    /// `latch-` for `LeaderLatch`, `__READ__` and `__WRIT__` for
+    /// `InterProcessReadWriteLock`).
     fn node_name(self) -> &'static str {
         match self {
             Self::Lock => "lock-",
             Self::Election => "latch-",
+            Self::Read => READ_NAME,
+            Self::Write => WRITE_NAME,
+        }
+    }
+
+    /// Every lock name in the flavor's queue.
+    fn queue_names(self) -> &'static [&'static str] {
+        match self {
+            Self::Lock => &["lock-"],
+            Self::Election => &["latch-"],
+            Self::Read | Self::Write => &[READ_NAME, WRITE_NAME],
+        }
+    }
+
+    fn turn(self) -> Turn {
+        match self {
+            Self::Read => Turn::NoWriterAhead {
+                writers: WRITE_NAME,
+            },
+            _ => Turn::First,
         }
     }
 
@@ -42,6 +72,7 @@ impl Flavor {
         match self {
             Self::Lock => LOCKS_ROOT,
             Self::Election => ELECTIONS_ROOT,
+            Self::Read | Self::Write => RWLOCKS_ROOT,
         }
     }
 
@@ -49,7 +80,13 @@ impl Flavor {
         match self {
             Self::Lock => Kind::Lock,
             Self::Election => Kind::Election,
+            Self::Read => Kind::RwLockRead,
+            Self::Write => Kind::RwLockWrite,
         }
+    }
+
+    fn reenters(self) -> bool {
+        self != Self::Election
     }
 }
 
@@ -119,7 +156,7 @@ impl Lock {
         let probe = client.inner.classes.probe(flavor.kind(), &Arc::from(name));
         Ok(Self {
             client,
-            key: Arc::from(format!("{flavor:?}:{path}")),
+            key: Arc::from(key_of(flavor, &path)),
             path: Arc::from(path),
             probe,
             lease: Lease::Watchdog,
@@ -180,7 +217,7 @@ impl Lock {
 
     /// A new guard on this task's hold, if it has one.
     fn reenter(&self) -> Option<LockGuard> {
-        if self.flavor != Flavor::Lock {
+        if !self.flavor.reenters() {
             return None;
         }
         let task = TaskKey::current();
@@ -191,6 +228,15 @@ impl Lock {
         }
         holder.count += 1;
         Some(self.guard(holder.owner, holder.token, &holder.state))
+    }
+
+    /// True when this task holds the other side `flavor` of this read-write lock.
+    fn held_here(&self, flavor: Flavor) -> bool {
+        let task = TaskKey::current();
+        self.inner()
+            .holds()
+            .get(&key_of(flavor, &self.path))
+            .is_some_and(|holder| holder.task == Some(task) && holder.state.is_held())
     }
 
     fn guard(&self, owner: u64, token: FencingToken, state: &Arc<HoldState>) -> LockGuard {
@@ -211,6 +257,18 @@ impl Lock {
         if let Some(guard) = self.reenter() {
             return Ok(Some(guard));
         }
+        // Curator's rules for one task's two sides: a writer may also read (its read is
+        // granted at once: a downgrade once it releases the write side); a reader may
+        // not write (it would wait for itself).
+        let downgrade = match self.flavor {
+            Flavor::Read => self.held_here(Flavor::Write),
+            Flavor::Write if self.held_here(Flavor::Read) => {
+                return Err(Error::UpgradeRefused {
+                    name: self.name().to_owned(),
+                });
+            }
+            _ => false,
+        };
         let deadline = wait.map(|w| Instant::now() + w);
         let queued = async {
             // A session found expired only now (it was disconnected when asked) is
@@ -223,6 +281,8 @@ impl Lock {
                     session,
                     &self.path,
                     self.flavor.node_name(),
+                    self.flavor.queue_names(),
+                    self.flavor.turn(),
                 );
                 match contender.enter(b"ferrisson").await {
                     Ok(()) => return Ok(contender),
@@ -244,7 +304,12 @@ impl Lock {
         };
         loop {
             let asked = Instant::now();
-            match contender.position().await? {
+            let position = if downgrade {
+                Position::First
+            } else {
+                contender.position().await?
+            };
+            match position {
                 Position::First => return self.granted(contender, asked).await.map(Some),
                 Position::Behind(ahead) => {
                     let waited = match deadline {
@@ -307,7 +372,7 @@ impl Lock {
             self.key.to_string(),
             Holder {
                 owner,
-                task: (self.flavor == Flavor::Lock).then(TaskKey::current),
+                task: self.flavor.reenters().then(TaskKey::current),
                 count: 1,
                 node,
                 token,
@@ -378,6 +443,11 @@ impl Lock {
             }
         }
     }
+}
+
+/// A hold's key in its client's books.
+fn key_of(flavor: Flavor, path: &str) -> String {
+    format!("{flavor:?}:{path}")
 }
 
 /// True when `error` says the session had expired.
@@ -459,6 +529,7 @@ impl DistributedLock for Lock {
         match self.flavor {
             Flavor::Lock => LOCK,
             Flavor::Election => ELECTION,
+            Flavor::Read | Flavor::Write => RW_LOCK,
         }
     }
 

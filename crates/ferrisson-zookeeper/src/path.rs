@@ -9,6 +9,8 @@ pub const MAX_NAME_LEN: usize = 1024;
 pub(crate) const LOCKS_ROOT: &str = "/ferrisson/locks";
 /// See [`LOCKS_ROOT`].
 pub(crate) const ELECTIONS_ROOT: &str = "/ferrisson/elections";
+/// See [`LOCKS_ROOT`].
+pub(crate) const RWLOCKS_ROOT: &str = "/ferrisson/rwlocks";
 
 /// The path of the primitive `name` of a kind whose folder is `root`: a name that starts
 /// with `/` is the path itself (Curator's lock path, to share a lock with a Java

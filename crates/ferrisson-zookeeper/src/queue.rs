@@ -45,23 +45,36 @@ fn new_guid() -> String {
     )
 }
 
-/// The sequence of child `name` of a queue of `lock_name` nodes: the digits after the
-/// last `lock_name` (how Curator sorts, so that a Java contender and ours agree on the
-/// order); `None` for a node that is not a contender.
-pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<u64> {
-    let at = name.rfind(lock_name)?;
-    let digits = &name[at + lock_name.len()..];
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+/// The sequence of child `name` of a queue whose nodes are named after one of
+/// `lock_names`: the digits after the last lock name in it (how Curator sorts, so that a
+/// Java contender and ours agree on the order); `None` for a node that is not a
+/// contender.
+pub(crate) fn sequence_of(name: &str, lock_names: &[&str]) -> Option<u64> {
+    lock_names.iter().find_map(|lock_name| {
+        let at = name.rfind(lock_name)?;
+        let digits = &name[at + lock_name.len()..];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    })
 }
 
 /// The contenders among `children`, lowest sequence first.
-pub(crate) fn sorted_contenders(mut children: Vec<String>, lock_name: &str) -> Vec<String> {
-    children.retain(|c| sequence_of(c, lock_name).is_some());
-    children.sort_by_key(|c| sequence_of(c, lock_name));
+pub(crate) fn sorted_contenders(mut children: Vec<String>, lock_names: &[&str]) -> Vec<String> {
+    children.retain(|c| sequence_of(c, lock_names).is_some());
+    children.sort_by_key(|c| sequence_of(c, lock_names));
     children
+}
+
+/// How a contender's turn comes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Turn {
+    /// When its node is the first of the queue (a lock, a writer, a candidate).
+    First,
+    /// When no node named after `writers` is ahead of its own (a reader; Curator's
+    /// `InterProcessReadWriteLock`): it then watches the first such node.
+    NoWriterAhead { writers: &'static str },
 }
 
 /// One contender's node in a queue; deleted on drop unless handed over
@@ -72,6 +85,9 @@ pub(crate) struct Contender {
     zk: zookeeper_client::Client,
     dir: String,
     lock_name: &'static str,
+    /// Every lock name of the queue's nodes (readers and writers share one).
+    lock_names: &'static [&'static str],
+    turn: Turn,
     guid: String,
     /// The node's full path and its creation zxid, once created.
     node: Option<(String, i64)>,
@@ -85,12 +101,16 @@ impl Contender {
         zk: zookeeper_client::Client,
         dir: &str,
         lock_name: &'static str,
+        lock_names: &'static [&'static str],
+        turn: Turn,
     ) -> Self {
         Self {
             zk,
             inner,
             dir: dir.to_owned(),
             lock_name,
+            lock_names,
+            turn,
             guid: new_guid(),
             node: None,
             sent: false,
@@ -178,18 +198,25 @@ impl Contender {
     ///
     /// # Errors
     ///
-    /// A store error, including [`NodeGone`](crate::error::ZkError) when the node is no
-    /// longer there (its session ended, or someone deleted it).
+    /// A store error, `NoNode` when the node is no longer there (its session ended, or
+    /// someone deleted it).
     pub(crate) async fn position(&self) -> Result<Position> {
         let own = self.node_name()?;
         let children = list(&self.zk, &self.dir)
             .await
             .map_err(|e| zk("list", &self.dir, e))?;
-        let queue = sorted_contenders(children, self.lock_name);
-        match queue.iter().position(|c| c == own) {
-            Some(0) => Ok(Position::First),
-            Some(i) => Ok(Position::Behind(queue[i - 1].clone())),
-            None => Err(zk(
+        let queue = sorted_contenders(children, self.lock_names);
+        let at = queue.iter().position(|c| c == own);
+        match (at, self.turn) {
+            (Some(0), _) => Ok(Position::First),
+            (Some(i), Turn::First) => Ok(Position::Behind(queue[i - 1].clone())),
+            (Some(i), Turn::NoWriterAhead { writers }) => {
+                match queue[..i].iter().find(|c| c.contains(writers)) {
+                    None => Ok(Position::First),
+                    Some(writer) => Ok(Position::Behind(writer.clone())),
+                }
+            }
+            (None, _) => Err(zk(
                 "wait in queue",
                 &format!("{}/{own}", self.dir),
                 ZkE::NoNode,
@@ -296,7 +323,7 @@ mod tests {
             "_c_c-lock-".to_owned(),
         ];
         assert_eq!(
-            sorted_contenders(children, "lock-"),
+            sorted_contenders(children, &["lock-"]),
             [
                 "lock-0000000001",
                 "_c_b-lock-0000000003",

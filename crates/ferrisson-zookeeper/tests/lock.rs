@@ -129,18 +129,41 @@ async fn the_token_grows_when_the_parent_is_removed_and_created_again() -> anyho
     Ok(())
 }
 
+/// The holder is cut off (a blackholed link) until the server expires its session. Its
+/// `lost()` fires no later than the server deletes its node (the moment another client
+/// could be granted); another client then takes the lock; once the link heals, the
+/// holder's client opens a new session and serves again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_session_fires_lost_and_frees_the_lock() -> anyhow::Result<()> {
-    let (zk, client) = standalone().await?;
-    let other = Client::connect(&zk.url()).await?;
-    let guard = client.lock("expiry")?.lock().await?;
-    // Curator's KillSession, portably: take over the session and close it.
-    let thief = zookeeper_client::Client::connector()
-        .with_session(client.zookeeper().session().clone())
-        .connect(&zk.connect_string())
+async fn a_cut_off_holder_is_lost_before_its_session_expires_and_recovers() -> anyhow::Result<()> {
+    let zk = tokio::task::spawn_blocking(ZooKeeper::standalone).await??;
+    let proxy = ferrisson_testkit::FaultProxy::start(zk.client_port(0)).await?;
+    let client = Client::builder(&format!("zk://127.0.0.1:{}", proxy.port()))
+        .session_timeout(Duration::from_secs(2))
+        .connect()
         .await?;
-    drop(thief);
-    tokio::time::timeout(Duration::from_secs(10), guard.lost()).await?;
+    let other = Client::connect(&zk.url()).await?;
+    let observer = raw(&zk).await?;
+    let lock = client.lock("expiry")?;
+    let guard = lock.lock().await?;
+    let node = format!(
+        "{}/{}",
+        lock.path(),
+        observer.list_children(lock.path()).await?[0]
+    );
+    let (_, _, deleted) = observer.get_and_watch_data(&node).await?;
+    proxy.control().set_blackhole(true);
+    let lost_at = tokio::spawn(async move {
+        guard.lost().await;
+        (tokio::time::Instant::now(), guard)
+    });
+    let event = tokio::time::timeout(Duration::from_secs(30), deleted.changed()).await?;
+    let deleted_at = tokio::time::Instant::now();
+    assert_eq!(event.event_type, zookeeper_client::EventType::NodeDeleted);
+    let (lost_at, guard) = tokio::time::timeout(Duration::from_secs(1), lost_at).await??;
+    assert!(
+        lost_at <= deleted_at,
+        "lost() fired after the server let the lock go"
+    );
     assert!(!guard.is_held());
     let taken = other
         .lock("expiry")?
@@ -150,16 +173,14 @@ async fn an_expired_session_fires_lost_and_frees_the_lock() -> anyhow::Result<()
         taken.is_some(),
         "the expired session's node still held the lock"
     );
+    drop(taken);
+    proxy.control().set_blackhole(false);
     assert!(matches!(
         guard.unlock().await,
         Err(Error::LeaseExpired { .. })
     ));
     // The client opened a new session: it serves again.
-    drop(taken);
-    let again = client
-        .lock("expiry")?
-        .lock_timeout(Duration::from_secs(10))
-        .await?;
+    let again = lock.lock_timeout(Duration::from_secs(20)).await?;
     assert!(
         again.is_some_and(|g| g.is_held()),
         "the client did not recover"
