@@ -61,5 +61,22 @@ pub const RW_LOCK: Capabilities = Capabilities::new(
     NODE_DELETED,
 );
 
+/// [`Semaphore`](crate::Semaphore): Curator's `InterProcessSemaphoreV2`.
+pub const SEMAPHORE: Capabilities = Capabilities::new(
+    STORE,
+    "Semaphore",
+    Reentry::None,
+    true,
+    Validity::Session(
+        "a lease node of the client's ZooKeeper session; the server deletes it when the session ends",
+    ),
+    Fencing::None,
+    "never: a permit's guard has no lost signal; its lease ends with the session",
+    Wait::EventDriven(
+        "waiters queue on the semaphore's lock (each watching the one ahead); only its holder watches the leases",
+    ),
+    NODE_DELETED,
+);
+
 /// Every ZooKeeper primitive's declaration, in the order of the capability table.
-pub const CAPABILITIES: &[Capabilities] = &[LOCK, RW_LOCK, ELECTION];
+pub const CAPABILITIES: &[Capabilities] = &[LOCK, RW_LOCK, SEMAPHORE, ELECTION];

@@ -452,6 +452,25 @@ impl Client {
         crate::RwLock::new(self.clone(), name)
     }
 
+    /// The semaphore `name` with `permits` permits: a Curator `InterProcessSemaphoreV2`
+    /// at the path `name` if it starts with `/`, else at `/ferrisson/semaphores/NAME`.
+    /// Every client of one semaphore must count with the same number of permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`], and [`Error::InvalidArgument`] for zero permits.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// assert!(client.semaphore("pool", 0).is_err());
+    /// let pool = client.semaphore("pool", 4)?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<crate::Semaphore> {
+        crate::Semaphore::new(self, name, permits)
+    }
+
     /// The leader election `name`: a Curator `LeaderLatch` at the path `name` if it
     /// starts with `/`, else at `/ferrisson/elections/NAME`.
     ///

@@ -10,6 +10,8 @@
 //!   lost signal tied to the session.
 //! - [`RwLock`]: Curator's `InterProcessReadWriteLock` (`__READ__` and `__WRIT__` nodes
 //!   in one queue): writers first in line, downgrade yes, upgrade refused.
+//! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` (a lock, then `lease-` nodes):
+//!   waiters queue on the lock, only its holder watches the leases (no herd).
 //! - [`Election`]: Curator's `LeaderLatch` (`_c_<guid>-latch-<sequence>`): one leader at
 //!   a time, a token per term, `lost()` when the term ends.
 //!
@@ -42,6 +44,7 @@ mod lock;
 mod path;
 mod queue;
 mod rwlock;
+mod semaphore;
 
 pub use crate::capabilities::CAPABILITIES;
 pub use crate::client::{Client, ClientBuilder, DEFAULT_SESSION_TIMEOUT};
@@ -51,9 +54,10 @@ pub use crate::error::ZkError;
 pub use crate::lock::{Lock, LockGuard};
 pub use crate::path::MAX_NAME_LEN;
 pub use crate::rwlock::RwLock;
+pub use crate::semaphore::{Semaphore, ZkPermit};
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, DistributedRwLock, Error, Fenced, FencingToken, Guard,
-    Lease, Result,
+    DistributedElection, DistributedLock, DistributedRwLock, DistributedSemaphore, Error, Fenced,
+    FencingToken, Guard, Lease, Permit, Result,
 };
 pub use zookeeper_client;
 

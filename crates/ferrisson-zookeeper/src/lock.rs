@@ -13,10 +13,10 @@ use ferrisson_core::{
 use tokio::time::Instant;
 use zookeeper_client::{EventType, OneshotWatcher};
 
-use crate::capabilities::{ELECTION, LOCK, RW_LOCK};
+use crate::capabilities::{ELECTION, LOCK, RW_LOCK, SEMAPHORE};
 use crate::client::{Client, Holder, Inner};
 use crate::error::zk;
-use crate::path::{ELECTIONS_ROOT, LOCKS_ROOT, RWLOCKS_ROOT, path_of};
+use crate::path::{ELECTIONS_ROOT, LOCKS_ROOT, RWLOCKS_ROOT, SEMAPHORES_ROOT, path_of};
 use crate::queue::{Contender, Position, Turn};
 
 /// What a queue's hold is: a lock (re-entered per task), a leadership (not), or a side
@@ -27,6 +27,9 @@ pub(crate) enum Flavor {
     Lock,
     /// Curator's `LeaderLatch`.
     Election,
+    /// The lock inside a semaphore (Curator's `InterProcessSemaphoreV2`'s `locks`
+    /// child): not reentrant, counted as the semaphore.
+    SemaphoreMutex,
     /// The read side of Curator's `InterProcessReadWriteLock`.
     Read,
     /// Its write side.
@@ -43,7 +46,7 @@ impl Flavor {
     /// `InterProcessReadWriteLock`).
     fn node_name(self) -> &'static str {
         match self {
-            Self::Lock => "lock-",
+            Self::Lock | Self::SemaphoreMutex => "lock-",
             Self::Election => "latch-",
             Self::Read => READ_NAME,
             Self::Write => WRITE_NAME,
@@ -53,7 +56,7 @@ impl Flavor {
     /// Every lock name in the flavor's queue.
     fn queue_names(self) -> &'static [&'static str] {
         match self {
-            Self::Lock => &["lock-"],
+            Self::Lock | Self::SemaphoreMutex => &["lock-"],
             Self::Election => &["latch-"],
             Self::Read | Self::Write => &[READ_NAME, WRITE_NAME],
         }
@@ -72,6 +75,7 @@ impl Flavor {
         match self {
             Self::Lock => LOCKS_ROOT,
             Self::Election => ELECTIONS_ROOT,
+            Self::SemaphoreMutex => SEMAPHORES_ROOT,
             Self::Read | Self::Write => RWLOCKS_ROOT,
         }
     }
@@ -80,13 +84,14 @@ impl Flavor {
         match self {
             Self::Lock => Kind::Lock,
             Self::Election => Kind::Election,
+            Self::SemaphoreMutex => Kind::Semaphore,
             Self::Read => Kind::RwLockRead,
             Self::Write => Kind::RwLockWrite,
         }
     }
 
     fn reenters(self) -> bool {
-        self != Self::Election
+        !matches!(self, Self::Election | Self::SemaphoreMutex)
     }
 }
 
@@ -211,7 +216,7 @@ impl Lock {
         self.flavor
     }
 
-    fn inner(&self) -> &Arc<Inner> {
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
         &self.client.inner
     }
 
@@ -253,7 +258,9 @@ impl Lock {
         observe_acquire(&self.probe, wait, self.contend(wait)).await
     }
 
-    async fn contend(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
+    /// [`DistributedLock::lock_timeout`] (`Some(ZERO)`: a try; `None`: no bound) without
+    /// the metrics of a lock (a semaphore's internal lock is counted as the semaphore).
+    pub(crate) async fn contend(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
         if let Some(guard) = self.reenter() {
             return Ok(Some(guard));
         }
@@ -451,7 +458,7 @@ fn key_of(flavor: Flavor, path: &str) -> String {
 }
 
 /// True when `error` says the session had expired.
-fn session_expired(error: &Error) -> bool {
+pub(crate) fn session_expired(error: &Error) -> bool {
     error
         .store_error::<crate::ZkError>()
         .is_some_and(|e| *e.cause() == zookeeper_client::Error::SessionExpired)
@@ -530,6 +537,7 @@ impl DistributedLock for Lock {
             Flavor::Lock => LOCK,
             Flavor::Election => ELECTION,
             Flavor::Read | Flavor::Write => RW_LOCK,
+            Flavor::SemaphoreMutex => SEMAPHORE,
         }
     }
 

@@ -11,6 +11,8 @@ pub(crate) const LOCKS_ROOT: &str = "/ferrisson/locks";
 pub(crate) const ELECTIONS_ROOT: &str = "/ferrisson/elections";
 /// See [`LOCKS_ROOT`].
 pub(crate) const RWLOCKS_ROOT: &str = "/ferrisson/rwlocks";
+/// See [`LOCKS_ROOT`].
+pub(crate) const SEMAPHORES_ROOT: &str = "/ferrisson/semaphores";
 
 /// The path of the primitive `name` of a kind whose folder is `root`: a name that starts
 /// with `/` is the path itself (Curator's lock path, to share a lock with a Java

@@ -240,6 +240,11 @@ impl Contender {
         }
     }
 
+    /// The session this contender's node lives in.
+    pub(crate) fn session(&self) -> zookeeper_client::Client {
+        self.zk.clone()
+    }
+
     /// Deletes this contender's node now.
     pub(crate) async fn leave(mut self) -> Result<()> {
         self.sent = false;
