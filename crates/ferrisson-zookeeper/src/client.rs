@@ -471,6 +471,24 @@ impl Client {
         crate::Semaphore::new(self, name, permits)
     }
 
+    /// The count-down latch `name`, created with `count` by the first handle that finds
+    /// it missing: a persistent node at the path `name` if it starts with `/`, else at
+    /// `/ferrisson/latches/NAME`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`].
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// let ready = client.count_down_latch("ready", 3)?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn count_down_latch(&self, name: &str, count: u32) -> Result<crate::Latch> {
+        crate::Latch::new(self.clone(), name, count)
+    }
+
     /// The leader election `name`: a Curator `LeaderLatch` at the path `name` if it
     /// starts with `/`, else at `/ferrisson/elections/NAME`.
     ///

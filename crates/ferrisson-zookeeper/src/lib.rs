@@ -12,6 +12,8 @@
 //!   in one queue): writers first in line, downgrade yes, upgrade refused.
 //! - [`Semaphore`]: Curator's `InterProcessSemaphoreV2` (a lock, then `lease-` nodes):
 //!   waiters queue on the lock, only its holder watches the leases (no herd).
+//! - [`Latch`]: a count-down latch (a persistent node holding the count, counted down
+//!   by compare-and-set, waited for by a watch).
 //! - [`Election`]: Curator's `LeaderLatch` (`_c_<guid>-latch-<sequence>`): one leader at
 //!   a time, a token per term, `lost()` when the term ends.
 //!
@@ -40,6 +42,7 @@ mod client;
 mod election;
 mod endpoint;
 mod error;
+mod latch;
 mod lock;
 mod path;
 mod queue;
@@ -51,13 +54,14 @@ pub use crate::client::{Client, ClientBuilder, DEFAULT_SESSION_TIMEOUT};
 pub use crate::election::{Election, Leadership};
 pub use crate::endpoint::Endpoint;
 pub use crate::error::ZkError;
+pub use crate::latch::Latch;
 pub use crate::lock::{Lock, LockGuard};
 pub use crate::path::MAX_NAME_LEN;
 pub use crate::rwlock::RwLock;
 pub use crate::semaphore::{Semaphore, ZkPermit};
 pub use ferrisson_core::{
-    DistributedElection, DistributedLock, DistributedRwLock, DistributedSemaphore, Error, Fenced,
-    FencingToken, Guard, Lease, Permit, Result,
+    DistributedElection, DistributedLatch, DistributedLock, DistributedRwLock,
+    DistributedSemaphore, Error, Fenced, FencingToken, Guard, Lease, Permit, Result,
 };
 pub use zookeeper_client;
 

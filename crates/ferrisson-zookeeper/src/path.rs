@@ -13,6 +13,8 @@ pub(crate) const ELECTIONS_ROOT: &str = "/ferrisson/elections";
 pub(crate) const RWLOCKS_ROOT: &str = "/ferrisson/rwlocks";
 /// See [`LOCKS_ROOT`].
 pub(crate) const SEMAPHORES_ROOT: &str = "/ferrisson/semaphores";
+/// See [`LOCKS_ROOT`].
+pub(crate) const LATCHES_ROOT: &str = "/ferrisson/latches";
 
 /// The path of the primitive `name` of a kind whose folder is `root`: a name that starts
 /// with `/` is the path itself (Curator's lock path, to share a lock with a Java
