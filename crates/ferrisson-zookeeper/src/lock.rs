@@ -581,6 +581,62 @@ impl fmt::Debug for LockGuard {
     }
 }
 
+impl LockGuard {
+    /// Writes `data` to the node `path` in one transaction with a check that this hold's
+    /// own node still exists: once the hold has ended behind the holder's back (its node
+    /// deleted, its session expired), the write is refused, however late it arrives. This
+    /// is the ZooKeeper way to fence a resource kept in ZooKeeper itself (the fencing
+    /// token is for resources elsewhere). Returns whether the write was applied.
+    ///
+    /// # Errors
+    ///
+    /// A store error for the write itself (`path` missing, a bad path, no connection).
+    ///
+    /// # Cancel safety
+    ///
+    /// The write may or may not have been applied when the future is dropped.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use ferrisson_core::DistributedLock;
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// let guard = client.lock("config")?.lock().await?;
+    /// let written = guard.set_data_if_held("/app/config", b"v2").await?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub async fn set_data_if_held(&self, path: &str, data: &[u8]) -> Result<bool> {
+        let inner = self.lock.inner();
+        let node = match inner.holds().get(&*self.lock.key) {
+            Some(holder) if holder.owner == self.owner => holder.node.clone(),
+            _ => return Ok(false),
+        };
+        let session = inner.zk();
+        let mut writer = session
+            .new_check_writer(&node, None)
+            .map_err(|e| zk("write", path, e))?;
+        writer
+            .add_set_data(path, data, None)
+            .map_err(|e| zk("write", path, e))?;
+        match writer.commit().await {
+            Ok(_) => Ok(true),
+            Err(zookeeper_client::CheckWriteError::CheckFailed { .. }) => {
+                self.state.mark_lost();
+                Ok(false)
+            }
+            Err(
+                zookeeper_client::CheckWriteError::OperationFailed { source, .. }
+                | zookeeper_client::CheckWriteError::RequestFailed { source },
+            ) => {
+                if source == zookeeper_client::Error::SessionExpired {
+                    self.state.mark_lost();
+                    return Ok(false);
+                }
+                Err(zk("write", path, source))
+            }
+        }
+    }
+}
+
 impl Grant for LockGuard {
     fn fencing_token(&self) -> Option<FencingToken> {
         Some(self.token)

@@ -264,3 +264,27 @@ async fn bad_urls_and_unreachable_servers_are_typed_errors() {
     assert!(!error.to_string().contains("hunter2"), "{error}");
     assert!(!format!("{error:?}").contains("hunter2"), "{error:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_checked_against_the_hold_is_refused_once_it_ended() -> anyhow::Result<()> {
+    let (zk, client) = standalone().await?;
+    let java = raw(&zk).await?;
+    java.create(
+        "/config",
+        b"v0",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await?;
+    let lock = client.lock("config")?;
+    let guard = lock.lock().await?;
+    assert!(guard.set_data_if_held("/config", b"v1").await?);
+    assert_eq!(java.get_data("/config").await?.0, b"v1");
+    // An operator (or the session's end) takes the hold away; the late write is refused.
+    for child in java.list_children(lock.path()).await? {
+        java.delete(&format!("{}/{child}", lock.path()), None)
+            .await?;
+    }
+    assert!(!guard.set_data_if_held("/config", b"late").await?);
+    assert_eq!(java.get_data("/config").await?.0, b"v1");
+    Ok(())
+}
