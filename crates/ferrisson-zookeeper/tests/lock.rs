@@ -152,6 +152,7 @@ async fn a_cut_off_holder_is_lost_before_its_session_expires_and_recovers() -> a
     );
     let (_, _, deleted) = observer.get_and_watch_data(&node).await?;
     proxy.control().set_blackhole(true);
+    let cut_at = tokio::time::Instant::now();
     let lost_at = tokio::spawn(async move {
         guard.lost().await;
         (tokio::time::Instant::now(), guard)
@@ -163,6 +164,11 @@ async fn a_cut_off_holder_is_lost_before_its_session_expires_and_recovers() -> a
     assert!(
         lost_at <= deleted_at,
         "lost() fired after the server let the lock go"
+    );
+    eprintln!(
+        "cut off: lost() fired {:?} after the cut, {:?} before the server deleted the node",
+        lost_at.duration_since(cut_at),
+        deleted_at.duration_since(lost_at)
     );
     assert!(!guard.is_held());
     let taken = other
