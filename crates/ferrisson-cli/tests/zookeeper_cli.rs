@@ -83,3 +83,40 @@ fn elect_runs_the_command_as_leader_with_a_token() -> anyhow::Result<()> {
     assert!(tokens[1] > tokens[0], "{tokens:?}");
     Ok(())
 }
+
+#[test]
+fn a_lock_deleted_behind_the_holder_stops_the_command_with_74() -> anyhow::Result<()> {
+    let zk = ZooKeeper::standalone()?;
+    let dir = tempfile::tempdir()?;
+    let ready = support::Fifo::new(dir.path(), "ready")?;
+    let terminated = dir.path().join("terminated");
+    let script = format!(
+        "trap 'touch {}; exit 0' TERM; echo ready > {}; sleep 30 & wait",
+        terminated.display(),
+        ready.path()
+    );
+    let child = support::holding(
+        "lock",
+        &zk.url(),
+        &["--grace", "5s", "lost", "--", "sh", "-c", &script],
+    )
+    .stderr(Stdio::piped())
+    .spawn()?;
+    ready.read()?;
+    // An operator deletes the holder's node, as `zkCli.sh deleteall` would.
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let raw =
+            ferrisson::zookeeper::zookeeper_client::Client::connect(&zk.connect_string()).await?;
+        let path = "/ferrisson/locks/lost";
+        let children = raw.list_children(path).await?;
+        assert_eq!(children.len(), 1, "{children:?}");
+        raw.delete(&format!("{path}/{}", children[0]), None).await?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    let output = child.wait_with_output()?;
+    assert_eq!(output.status.code(), Some(74));
+    assert!(String::from_utf8(output.stderr)?.contains("was lost"));
+    assert!(terminated.exists(), "the command got SIGTERM");
+    Ok(())
+}
