@@ -120,3 +120,72 @@ fn a_lock_deleted_behind_the_holder_stops_the_command_with_74() -> anyhow::Resul
     assert!(terminated.exists(), "the command got SIGTERM");
     Ok(())
 }
+
+/// The leader's `ferrisson elect` is SIGKILLed; a second candidate, queued behind it, is
+/// elected once the server ends the dead leader's session (one session timeout, the
+/// --lease), with a greater token, after the first leader's command is gone.
+#[test]
+fn a_killed_leader_hands_over_within_one_session_timeout() -> anyhow::Result<()> {
+    let lease = std::time::Duration::from_secs(2);
+    let zk = ZooKeeper::standalone()?;
+    let dir = tempfile::tempdir()?;
+    let ready = support::Fifo::new(dir.path(), "ready")?;
+    let elected = support::Fifo::new(dir.path(), "elected")?;
+    let alive = dir.path().join("alive").display().to_string();
+    let leader = format!(
+        "exec 9>{alive}; flock 9; \
+         sh -c 'echo $FERRISSON_FENCING_TOKEN > {ready}; exec sleep 600' & wait",
+        ready = ready.path()
+    );
+    let mut first = support::holding(
+        "elect",
+        &zk.url(),
+        &["--lease", "2s", "jobs", "--", "sh", "-c", &leader],
+    )
+    .spawn()?;
+    let first_term: u64 = ready.read()?.trim().parse()?;
+    let check = format!(
+        "if flock -n {alive} true; then state=gone; else state=running; fi; \
+         echo $state $FERRISSON_FENCING_TOKEN > {elected}",
+        elected = elected.path()
+    );
+    let mut second = support::holding(
+        "elect",
+        &zk.url(),
+        &["--lease", "2s", "jobs", "--", "sh", "-c", &check],
+    )
+    .spawn()?;
+    // The second candidate queued: its node shows under the election (by child watches).
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let raw =
+            ferrisson::zookeeper::zookeeper_client::Client::connect(&zk.connect_string()).await?;
+        loop {
+            let (children, _, watcher) = raw
+                .get_and_watch_children("/ferrisson/elections/jobs")
+                .await?;
+            if children.len() == 2 {
+                return Ok::<_, anyhow::Error>(());
+            }
+            tokio::time::timeout(support::EVENT_LIMIT, watcher.changed()).await?;
+        }
+    })?;
+    first.kill()?;
+    let killed_at = std::time::Instant::now();
+    first.wait()?;
+    let report = elected.read()?;
+    let took = killed_at.elapsed();
+    let words: Vec<&str> = report.split_whitespace().collect();
+    assert_eq!(
+        words[0], "gone",
+        "the first leader's command outlived it: {report:?}"
+    );
+    assert!(words[1].parse::<u64>()? > first_term, "{report:?}");
+    assert!(
+        took <= lease + std::time::Duration::from_secs(3),
+        "elected {took:?} after the leader died; the session timeout is {lease:?}"
+    );
+    eprintln!("a killed leader was replaced {took:?} after its death (session timeout {lease:?})");
+    assert!(second.wait()?.success());
+    Ok(())
+}
