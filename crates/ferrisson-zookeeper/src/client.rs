@@ -35,6 +35,12 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// nobody can tell whether the session still lives, which is Curator's advice for its
 /// SUSPENDED state too.
 ///
+/// When the session expires, the client opens a new one and serves again (as Curator
+/// does). A hold of the old session is never carried over: every acquisition creates a
+/// node with a fresh guid, and the server deletes the old session's nodes before it
+/// reports the expiry, so a new session cannot mistake a dying node for its own (the
+/// double grant of CURATOR-604).
+///
 /// ```no_run
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use ferrisson_core::{DistributedLock, Fenced, Guard};
