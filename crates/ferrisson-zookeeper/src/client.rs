@@ -37,9 +37,10 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// When the session expires, the client opens a new one and serves again (as Curator
 /// does). A hold of the old session is never carried over: every acquisition creates a
-/// node with a fresh guid, and the server deletes the old session's nodes before it
-/// reports the expiry, so a new session cannot mistake a dying node for its own (the
-/// double grant of CURATOR-604).
+/// node with a fresh guid and looks only for that guid, so a node of the old session
+/// that the server is still deleting queues ahead of the new one like any other
+/// holder's, and the new one waits until it is gone (the double grant of CURATOR-604
+/// came from treating such a node as the new session's).
 ///
 /// ```no_run
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
