@@ -39,8 +39,8 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// does). A hold of the old session is never carried over: every acquisition creates a
 /// node with a fresh guid and looks only for that guid, so a node of the old session
 /// that the server is still deleting queues ahead of the new one like any other
-/// holder's, and the new one waits until it is gone (the double grant of CURATOR-604
-/// came from treating such a node as the new session's).
+/// holder's, and the new one waits until it is gone (CURATOR-604 is a double grant
+/// around such a dying node; a fault test of that case is still to be written).
 ///
 /// ```no_run
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
