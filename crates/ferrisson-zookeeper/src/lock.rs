@@ -134,8 +134,6 @@ impl Flavor {
 pub struct Lock {
     client: Client,
     path: Arc<str>,
-    /// The hold's key in the client's books (a lock and an election on one path differ).
-    key: Arc<str>,
     probe: Probe,
     lease: Lease,
     flavor: Flavor,
@@ -161,7 +159,6 @@ impl Lock {
         let probe = client.inner.classes.probe(flavor.kind(), &Arc::from(name));
         Ok(Self {
             client,
-            key: Arc::from(key_of(flavor, &path)),
             path: Arc::from(path),
             probe,
             lease: Lease::Watchdog,
@@ -226,13 +223,14 @@ impl Lock {
             return None;
         }
         let task = TaskKey::current();
+        let key: Arc<str> = Arc::from(key_of(self.flavor, &self.path, task));
         let mut holds = self.inner().holds();
-        let holder = holds.get_mut(&*self.key)?;
+        let holder = holds.get_mut(&*key)?;
         if holder.task != Some(task) || !holder.state.is_held() {
             return None;
         }
         holder.count += 1;
-        Some(self.guard(holder.owner, holder.token, &holder.state))
+        Some(self.guard(key.clone(), holder.owner, holder.token, &holder.state))
     }
 
     /// True when this task holds the other side `flavor` of this read-write lock.
@@ -240,13 +238,20 @@ impl Lock {
         let task = TaskKey::current();
         self.inner()
             .holds()
-            .get(&key_of(flavor, &self.path))
+            .get(&key_of(flavor, &self.path, task))
             .is_some_and(|holder| holder.task == Some(task) && holder.state.is_held())
     }
 
-    fn guard(&self, owner: u64, token: FencingToken, state: &Arc<HoldState>) -> LockGuard {
+    fn guard(
+        &self,
+        key: Arc<str>,
+        owner: u64,
+        token: FencingToken,
+        state: &Arc<HoldState>,
+    ) -> LockGuard {
         LockGuard {
             lock: self.clone(),
+            key,
             owner,
             token,
             state: Arc::clone(state),
@@ -374,9 +379,10 @@ impl Lock {
             lease_end,
         ))
         .abort_handle();
-        let guard = self.guard(owner, token, &state);
+        let key: Arc<str> = Arc::from(key_of(self.flavor, &self.path, TaskKey::current()));
+        let guard = self.guard(Arc::clone(&key), owner, token, &state);
         inner.holds().insert(
-            self.key.to_string(),
+            key.to_string(),
             Holder {
                 owner,
                 task: self.flavor.reenters().then(TaskKey::current),
@@ -398,16 +404,16 @@ impl Lock {
 
     /// Takes this guard's share of the hold `owner` off the books. Returns the node to
     /// delete when that ended the hold, and whether the hold was still valid.
-    fn detach(&self, owner: u64) -> Detached {
+    fn detach(&self, key: &str, owner: u64) -> Detached {
         let mut holds = self.inner().holds();
-        match holds.get_mut(&*self.key) {
+        match holds.get_mut(key) {
             Some(holder) if holder.owner == owner => {
                 holder.count -= 1;
                 let held = holder.state.is_held();
                 if holder.count > 0 {
                     return Detached::Shared { held };
                 }
-                let Some(holder) = holds.remove(&*self.key) else {
+                let Some(holder) = holds.remove(key) else {
                     return Detached::Gone;
                 };
                 if let Some(watch) = &holder.watch {
@@ -452,9 +458,15 @@ impl Lock {
     }
 }
 
-/// A hold's key in its client's books.
-fn key_of(flavor: Flavor, path: &str) -> String {
-    format!("{flavor:?}:{path}")
+/// A hold's key in its client's books: per path and flavor (a lock and an election on
+/// one path differ), and per task for the read side, which several tasks of one client
+/// hold at once.
+fn key_of(flavor: Flavor, path: &str, task: TaskKey) -> String {
+    if flavor == Flavor::Read {
+        format!("{flavor:?}:{path}#{task:?}")
+    } else {
+        format!("{flavor:?}:{path}")
+    }
 }
 
 /// True when `error` says the session had expired.
@@ -565,6 +577,8 @@ impl DistributedLock for Lock {
 #[must_use = "dropping the guard releases the lock"]
 pub struct LockGuard {
     lock: Lock,
+    /// The hold's key in the client's books.
+    key: Arc<str>,
     owner: u64,
     token: FencingToken,
     state: Arc<HoldState>,
@@ -606,7 +620,7 @@ impl LockGuard {
     /// ```
     pub async fn set_data_if_held(&self, path: &str, data: &[u8]) -> Result<bool> {
         let inner = self.lock.inner();
-        let node = match inner.holds().get(&*self.lock.key) {
+        let node = match inner.holds().get(&*self.key) {
             Some(holder) if holder.owner == self.owner => holder.node.clone(),
             _ => return Ok(false),
         };
@@ -662,7 +676,7 @@ impl Guard for LockGuard {
 
     async fn unlock(mut self) -> Result<()> {
         self.released = true;
-        let detached = self.lock.detach(self.owner);
+        let detached = self.lock.detach(&self.key, self.owner);
         Lock::finish(self.lock.inner(), self.lock.name(), detached).await
     }
 }
@@ -678,7 +692,7 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        let detached = self.lock.detach(self.owner);
+        let detached = self.lock.detach(&self.key, self.owner);
         if matches!(detached, Detached::Last { .. }) {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                 // No runtime to send from: the node ends with the session.

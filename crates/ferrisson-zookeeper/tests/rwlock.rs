@@ -116,3 +116,36 @@ async fn a_curator_writer_node_holds_back_our_readers() -> anyhow::Result<()> {
     assert!(lock.read_timeout(Duration::from_secs(10)).await?.is_some());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_in_two_tasks_of_one_client_each_release_their_own_node() -> anyhow::Result<()> {
+    let zk = tokio::task::spawn_blocking(ZooKeeper::standalone).await??;
+    let c = clients(&zk, 2).await?;
+    let lock = c[0].rwlock("two-readers")?;
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let other_task = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            let read = lock.read().await?;
+            let _ = ready_tx.send(());
+            let _ = go_rx.await;
+            read.unlock().await
+        }
+    });
+    let read = lock.read().await?;
+    ready_rx.await?;
+    assert_eq!(c[1].zookeeper().list_children(lock.path()).await?.len(), 2);
+    read.unlock().await?;
+    let _ = go_tx.send(());
+    other_task.await??;
+    assert!(
+        c[1].zookeeper()
+            .list_children(lock.path())
+            .await?
+            .is_empty(),
+        "a reader's node was left behind"
+    );
+    assert!(c[1].rwlock("two-readers")?.try_write().await?.is_some());
+    Ok(())
+}
