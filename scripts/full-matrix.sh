@@ -22,7 +22,7 @@ iterations="${2:-100}"
 case "$rounds$iterations" in *[!0-9]*) echo "usage: $0 [ROUNDS] [ITERATIONS] (whole numbers)" >&2; exit 2 ;; esac
 
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-cargo build --quiet --release --locked -p ferrisson-cli --features chaos
+cargo build --quiet --release --locked -p ferrisson-chaos
 cargo test --quiet --locked -p ferrisson --test topologies --test topologies_secured --no-run
 
 for round in $(seq 1 "$rounds"); do
@@ -31,7 +31,7 @@ for round in $(seq 1 "$rounds"); do
 done
 
 echo "== every fault scenario, $iterations iterations each"
-target/release/ferrisson chaos all --iterations "$iterations"
+target/release/ferrisson-chaos all --iterations "$iterations"
 
 for topology in single sentinel cluster; do
   echo "== oversell lab on $topology"

@@ -2,9 +2,11 @@
 //!
 //! A test harness that looks at a page the way a reader does: it starts Debian's
 //! `chromium` headless (with a fresh profile, no sandbox, and nothing that reaches the
-//! network on its own), opens a file, and tells what went wrong while the page loaded —
-//! console errors, uncaught exceptions, resources that failed to load — then lets a test
-//! read the page with JavaScript and keep a screenshot.
+//! network on its own), opens a file or a page a test serves on loopback, and tells what
+//! went wrong while the page loaded and ran — console errors, uncaught exceptions,
+//! resources that failed to load — then lets a test read the page with JavaScript, type
+//! and click as a person does, wait until the page shows something, and keep a
+//! screenshot.
 //!
 //! It talks to Chromium over the DevTools protocol with [`chromiumoxide`]: no driver
 //! process, and the console, exception and log events the check needs are plain
@@ -54,6 +56,9 @@ pub const FLAGS: [&str; 7] = [
 /// Window size of the browser, in CSS pixels: a laptop screen.
 pub const WINDOW: (u32, u32) = (1280, 900);
 
+/// How often [`LoadedPage::wait_until`] reads the page.
+pub const POLL: Duration = Duration::from_millis(50);
+
 /// What can go wrong in the harness itself.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -74,6 +79,17 @@ pub enum Error {
     /// No element matches a selector.
     #[error("nothing on the page matches {0:?}: check the selector")]
     NoMatch(String),
+    /// An address that is not an `http://` or `https://` URL.
+    #[error("cannot open {0:?}: give an http:// or https:// URL")]
+    BadUrl(String),
+    /// The page did not come to show what a test waited for in time.
+    #[error("the page did not come to satisfy `{expression}` within {waited:?}")]
+    Timeout {
+        /// The JavaScript condition waited for.
+        expression: String,
+        /// How long it was waited for.
+        waited: Duration,
+    },
     /// A value from the page did not have the type asked for.
     #[error("the page's value does not fit the type asked for: {0}")]
     Value(#[source] serde_json::Error),
@@ -180,6 +196,38 @@ impl Chromium {
     pub async fn open(&self, file: &Path) -> Result<LoadedPage, Error> {
         let absolute = std::fs::canonicalize(file).map_err(|_| Error::BadPath(file.into()))?;
         let url = file_url(&absolute).ok_or_else(|| Error::BadPath(file.into()))?;
+        self.load(url).await
+    }
+
+    /// Opens the page at `url` (a page a test serves, such as a service on a loopback
+    /// port) in a new tab and waits until it has loaded, recording problems from the
+    /// start as [`open`](Self::open) does.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), browser_check::Error> {
+    /// let browser = browser_check::Chromium::launch().await?;
+    /// let page = browser.open_url("http://127.0.0.1:8080/").await?;
+    /// page.wait_until("document.querySelectorAll('li').length > 0", std::time::Duration::from_secs(5)).await?;
+    /// browser.close().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadUrl`] for anything but an `http://` or `https://` URL;
+    /// [`Error::Browser`] when the browser fails to open it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call leaves at most an open tab.
+    pub async fn open_url(&self, url: &str) -> Result<LoadedPage, Error> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(Error::BadUrl(url.to_owned()));
+        }
+        self.load(url.to_owned()).await
+    }
+
+    async fn load(&self, url: String) -> Result<LoadedPage, Error> {
         let page = self.browser.new_page("about:blank").await?;
         let problems = Arc::new(Mutex::new(Vec::new()));
         // Listen before enabling the domains and loading, so nothing is missed.
@@ -331,6 +379,101 @@ impl LoadedPage {
             .cloned()
             .unwrap_or(serde_json::Value::Null);
         serde_json::from_value(value).map_err(Error::Value)
+    }
+
+    /// Waits until the JavaScript `expression` is truthy on the page, reading it every
+    /// [`POLL`] for at most `timeout`: for what a page shows after its own requests
+    /// answer, which no load event marks.
+    ///
+    /// ```no_run
+    /// # async fn demo(page: &browser_check::LoadedPage) -> Result<(), browser_check::Error> {
+    /// page.wait_until("document.querySelector('#stock').textContent === '2'", std::time::Duration::from_secs(5)).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when it is still falsy after `timeout`; [`Error::Browser`]
+    /// when the expression throws.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn wait_until(&self, expression: &str, timeout: Duration) -> Result<(), Error> {
+        let started = tokio::time::Instant::now();
+        let truthy = format!("Boolean({expression})");
+        loop {
+            if self.eval::<bool>(&truthy).await? {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(Error::Timeout {
+                    expression: expression.to_owned(),
+                    waited: timeout,
+                });
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Clicks the first element `selector` matches as a person does: scrolled into
+    /// view, with the mouse, at its centre (so a disabled or covered button does not
+    /// take the click).
+    ///
+    /// ```no_run
+    /// # async fn demo(page: &browser_check::LoadedPage) -> Result<(), browser_check::Error> {
+    /// page.click("#login-button").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMatch`] when nothing matches; [`Error::Browser`] when the browser
+    /// cannot click it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe; a dropped call may or may not have clicked.
+    pub async fn click(&self, selector: &str) -> Result<(), Error> {
+        let element = self.element(selector).await?;
+        element.click().await?;
+        Ok(())
+    }
+
+    /// Clicks the first element `selector` matches and types `text` into it, key by
+    /// key.
+    ///
+    /// ```no_run
+    /// # async fn demo(page: &browser_check::LoadedPage) -> Result<(), browser_check::Error> {
+    /// page.type_into("#phone", "13800138000").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoMatch`] when nothing matches; [`Error::Browser`] when the browser
+    /// cannot click or type.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe; a dropped call may have typed part of `text`.
+    pub async fn type_into(&self, selector: &str, text: &str) -> Result<(), Error> {
+        let element = self.element(selector).await?;
+        element.click().await?;
+        element.type_str(text).await?;
+        Ok(())
+    }
+
+    /// The first element `selector` matches.
+    async fn element(&self, selector: &str) -> Result<chromiumoxide::Element, Error> {
+        let selector_json = serde_json::to_string(selector).map_err(Error::Value)?;
+        let found: bool = self
+            .eval(&format!("document.querySelector({selector_json}) !== null"))
+            .await?;
+        if !found {
+            return Err(Error::NoMatch(selector.to_owned()));
+        }
+        Ok(self.page.find_element(selector).await?)
     }
 
     /// Saves a PNG of the whole page (not only the window) to `path`, making its

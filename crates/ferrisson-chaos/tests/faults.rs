@@ -362,6 +362,21 @@ async fn sentinel_failover_acked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_new_clients() {
+    let r = small(Scenario::SentinelFailoverNewClients).await;
+    assert_eq!(r.counters.double_grants, 0);
+    assert_eq!(
+        r.counters.counts.get("new_clients_on_the_old_master"),
+        Some(&0)
+    );
+    assert!(
+        r.counters.acquires_ok >= u64::from(ITERATIONS),
+        "{:?}",
+        r.counters
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_master_failover() {
     let r = small(Scenario::ClusterMasterFailover).await;
     assert_contest_recorded(&r, false);

@@ -1,14 +1,12 @@
-//! The `ferrisson` command: run a command under a distributed Redis lock or only while
+//! The `ferrisson` command: run a command under a distributed lock or only while
 //! elected leader, make and decode ids, look at what is held and waited for (and remove a
-//! stuck lock), and (with the `chaos` feature) run the fault suite.
+//! stuck lock).
 
 use std::process::ExitCode;
 
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Subcommand};
 
 mod arguments;
-#[cfg(feature = "chaos")]
-mod chaos;
 mod connection;
 mod elect;
 mod group_watcher;
@@ -52,10 +50,7 @@ enum Command {
     Inspect(inspect::Args),
     Unlock(unlock::Args),
     Top(top::Args),
-    #[cfg(feature = "chaos")]
-    Chaos(chaos::Args),
-    /// Stands in for the fault suite in a build without it, to say how to get it.
-    #[cfg(not(feature = "chaos"))]
+    /// Stands in for the fault suite, a program of its own since 0.3, to say where it is.
     #[command(hide = true)]
     Chaos {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -107,12 +102,9 @@ impl Command {
             Self::Inspect(args) => args.check(),
             Self::Unlock(args) => args.check(),
             Self::Top(args) => args.check(),
-            #[cfg(feature = "chaos")]
-            Self::Chaos(args) => args.check(),
-            #[cfg(not(feature = "chaos"))]
             Self::Chaos { .. } => Err(Refused::because(
-                "this ferrisson was built without the fault suite; build it with \
-                 `cargo install --path crates/ferrisson-cli --features chaos`",
+                "the fault suite is a program of its own: run `ferrisson-chaos` \
+                 (`cargo install --path crates/ferrisson-chaos`)",
             )),
             Self::GroupWatcher => Ok(()),
         }
@@ -173,10 +165,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => block_on(inspect::run(args)),
         Command::Unlock(args) => block_on(unlock::run(args)),
         Command::Top(args) => block_on(top::run(args)),
-        #[cfg(feature = "chaos")]
-        Command::Chaos(args) => block_on(chaos::run(args)),
         // Refused by `Command::check`.
-        #[cfg(not(feature = "chaos"))]
         Command::Chaos { .. } => Ok(ExitCode::from(EXIT_REFUSED)),
     }
 }

@@ -142,7 +142,7 @@
 //! ```
 //!
 //! Needs Redis 7.0 or later ([`Client::connect`] fails with
-//! [`Error::UnsupportedServer`] otherwise): the scripts declare Redis 7 script flags, so
+//! [`RedisStoreError::UnsupportedServer`] otherwise): the scripts declare Redis 7 script flags, so
 //! that what is held stays renewable and releasable while the server's memory is full
 //! (under `maxmemory-policy noeviction`, the recommended policy), and every acquire is
 //! refused until memory is freed.

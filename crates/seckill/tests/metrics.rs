@@ -46,7 +46,7 @@ async fn metrics_show_the_order_lock_after_a_buy() {
     let text = reply.text().await.expect("the metrics text");
 
     // The buy took the user's order lock once, at once, and released it.
-    let lock = r#"{primitive="lock"}"#;
+    let lock = r#"{store="redis",primitive="lock"}"#;
     assert_eq!(
         sample(&text, &format!("ferrisson_acquisitions_total{lock}")),
         Some(1.0),

@@ -4,8 +4,9 @@
 //! set-ups a scenario module can start once per run ([`setups`]), a held lock with
 //! clients waiting for it across a topology fault ([`contest`]), the view of a hold
 //! the recorder takes ([`hold`]), the recording steps ([`record`]) and the holder
-//! that runs as a process of its own ([`holder_process`]), and waiting for a state the
-//! server announces to nobody ([`poll`]).
+//! that runs as a process of its own ([`holder_process`]), waiting for a state the
+//! server announces to nobody ([`poll`]), and the steps of a Sentinel failover
+//! ([`sentinel`]).
 //!
 //! Nothing here imports a scenario module; scenario modules import from here, and the
 //! registry (`crate::scenarios`) imports them.
@@ -19,4 +20,5 @@ pub(crate) mod holder_process;
 pub(crate) mod poll;
 pub(crate) mod record;
 pub(crate) mod scenario;
+pub(crate) mod sentinel;
 pub(crate) mod setups;

@@ -14,6 +14,7 @@ mod memory;
 mod primitive_blackholed;
 mod redlock;
 mod sentinel_failover;
+mod sentinel_new_clients;
 mod stalled_holder;
 
 use serde::Serialize;
@@ -232,6 +233,15 @@ registry! {
         name: "sentinel-failover-acked",
         fault: "SENTINEL FAILOVER while held, 2 waiting, replica acks 2 of 2",
         runs: sentinel_failover::SentinelFailover::Acknowledged,
+    },
+    /// `SENTINEL FAILOVER` (down-after 1 s, failover-timeout 5 s); from the moment a
+    /// sentinel names the new master until the group settled, fresh clients connect (each
+    /// listing the sentinels in another order) and take the lock in turn: every one must
+    /// reach the new master.
+    SentinelFailoverNewClients {
+        name: "sentinel-failover-new-clients",
+        fault: "SENTINEL FAILOVER, clients connecting while it runs",
+        runs: sentinel_new_clients::SentinelNewClients,
     },
     /// `CLUSTER FAILOVER` on the replica of the master serving the held lock's slot,
     /// two other clients waiting.

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use ferrisson::redis::Client;
-use ferrisson_testkit::{Reply, SentinelGroup};
+use ferrisson_testkit::SentinelGroup;
 
 use crate::checker::Counters;
 use crate::harness::clients::{connect, connect_acked};
@@ -22,6 +22,7 @@ use crate::harness::contest::{
 use crate::harness::expectations::Expectations;
 use crate::harness::record::keys_left;
 use crate::harness::scenario::{FaultScenario, Iteration};
+use crate::harness::sentinel::wait_until_roles_reported;
 
 /// The scenarios of this module: the same failover, the clients with or without replica
 /// acknowledgements.
@@ -99,68 +100,4 @@ impl FaultScenario for SentinelFailover {
     fn expect(self, _config: &Config, c: &Counters, expect: &mut Expectations) {
         expect_waiters_granted_no_silent_loss(c, expect);
     }
-}
-
-/// How long the sentinels may take to read every server's role after a failover.
-const ROLES_PATIENCE: Duration = Duration::from_secs(30);
-
-/// Waits until every running sentinel has read, from each server's own `INFO`, the role
-/// it has now (`role-reported` in `SENTINEL MASTER` and `SENTINEL REPLICAS`).
-///
-/// The test kit's `failover()` starts as soon as the sentinels agree on the master; a
-/// sentinel that has not yet read the previous master's `INFO` since it was demoted still
-/// has it reporting `master`, for longer than its patience, and "corrects" the next
-/// promoted replica back into a replica 70 ms after its promotion: the failover then
-/// aborts after `failover-timeout` (`-failover-abort-slave-timeout` in the sentinel's
-/// log): 15 failovers of a 100-iteration run without this wait had to be asked again,
-/// none of one with it.
-fn wait_until_roles_reported(group: &SentinelGroup) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + ROLES_PATIENCE;
-    loop {
-        match roles_reported(group) {
-            Ok(()) => return Ok(()),
-            Err(reason) if std::time::Instant::now() >= deadline => {
-                anyhow::bail!(
-                    "the sentinels did not read every role within {ROLES_PATIENCE:?}: {reason}"
-                )
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-/// Whether every running sentinel sees the master reporting `master` and every replica
-/// reporting `slave`; otherwise what is not so yet.
-fn roles_reported(group: &SentinelGroup) -> Result<(), String> {
-    let name = group.master_name();
-    for sentinel in group
-        .sentinels()
-        .iter()
-        .filter(|s| s.is_running() && !s.is_paused())
-    {
-        let port = sentinel.port();
-        for (subcommand, role) in [("MASTER", "master"), ("REPLICAS", "slave")] {
-            let reply = sentinel
-                .query(&["SENTINEL", subcommand, name])
-                .map_err(|e| format!("sentinel {port}: {e}"))?;
-            let entries: Vec<&Reply> = if subcommand == "MASTER" {
-                vec![&reply]
-            } else {
-                reply.elements().unwrap_or_default().iter().collect()
-            };
-            for entry in entries {
-                let fields = entry.elements().unwrap_or_default();
-                let reported = fields
-                    .chunks_exact(2)
-                    .find(|pair| pair[0].text() == Some("role-reported"))
-                    .and_then(|pair| pair[1].text());
-                if reported != Some(role) {
-                    return Err(format!(
-                        "sentinel {port}: a {role} in its configuration reports {reported:?}"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }

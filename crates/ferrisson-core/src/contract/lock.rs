@@ -98,8 +98,13 @@ pub trait DistributedLock: Send + Sync {
 ///     guard.unlock().await
 /// }
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use ferrisson_core::Lease;
+///
 /// let store = ferrisson_core::memory::MemoryStore::new();
-/// work_while_held(store.lock("report")?.lock().await?).await?;
+/// // A fixed lease: the memory store's default hold lasts until released.
+/// let lock = store.lock("report")?.with_lease(Lease::Fixed(Duration::from_millis(50)))?;
+/// work_while_held(lock.lock().await?).await?;
 /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
 /// ```
 pub trait Guard: Send + Sync + Sized {

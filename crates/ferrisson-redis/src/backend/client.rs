@@ -13,7 +13,7 @@ use crate::api::lease::validate_lease;
 use crate::backend::acks::{Acknowledgements, AofAcks, AofWait, ReplicaAcks};
 use crate::backend::connection::Connection;
 use crate::backend::connection::cluster::ClusterNodes;
-use crate::backend::connection::sentinel::{SentinelCredentials, SentinelMaster};
+use crate::backend::connection::sentinel::{SentinelCredentials, SentinelMaster, SentinelSettings};
 use crate::backend::endpoint::{Endpoint, redact_url};
 use crate::backend::holds::Holds;
 use crate::backend::keys::{Keys, validate_namespace};
@@ -74,7 +74,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a malformed URL, [`Error::Connect`] when the server
-    /// cannot be reached or refuses the credentials, [`Error::UnsupportedServer`] when it
+    /// cannot be reached or refuses the credentials, [`RedisStoreError::UnsupportedServer`](crate::RedisStoreError::UnsupportedServer) when it
     /// is older than Redis 7.0.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::builder(url).connect().await
@@ -338,7 +338,7 @@ impl ClientBuilder {
     /// lock within `timeout` (`WAIT`) before it counts (default: none).
     ///
     /// A grant that fewer replicas acknowledged is undone and reported as
-    /// [`Error::NotReplicated`]; a renewal that fewer acknowledged counts as failed, so a
+    /// [`RedisStoreError::NotReplicated`](crate::RedisStoreError::NotReplicated); a renewal that fewer acknowledged counts as failed, so a
     /// holder's lease is extended only by renewals its replicas have. Then a failover to
     /// one of those replicas keeps every lock its holders believe they hold (see
     /// `docs/SAFETY.md` for what it does not cover: a replica that acknowledged and then
@@ -367,7 +367,7 @@ impl ClientBuilder {
     /// (or Valkey), with `appendonly yes` on every server whose file is required.
     ///
     /// A grant that fewer files had on disk in time is undone and reported as
-    /// [`Error::NotPersisted`]; a renewal that fewer had counts as failed, so a holder's
+    /// [`RedisStoreError::NotPersisted`](crate::RedisStoreError::NotPersisted); a renewal that fewer had counts as failed, so a holder's
     /// lease is extended only by renewals on disk where required. Then a restart of the
     /// master, or of a replica that acknowledged, keeps every lock its holders believe
     /// they hold, as far as the server's `appendfsync` policy keeps its file (see
@@ -385,7 +385,7 @@ impl ClientBuilder {
     ///
     /// The server is checked at connect: one without `WAITAOF`, or with the master's own
     /// file required and `appendonly no` or `appendfsync no` (it never syncs by itself,
-    /// so it never acknowledges), is refused with [`Error::AofAcksUnavailable`].
+    /// so it never acknowledges), is refused with [`RedisStoreError::AofAcksUnavailable`](crate::RedisStoreError::AofAcksUnavailable).
     ///
     /// ```no_run
     /// # async fn demo() -> ferrisson_redis::Result<()> {
@@ -435,9 +435,7 @@ impl ClientBuilder {
         let endpoint = Endpoint::parse(&self.url)?;
         // A timeout says how long, and for TLS the likeliest cause.
         let no_answer = NoAnswer {
-            // redis-rs asks the sentinels with its own timeout, not this one.
-            timeout: (!matches!(endpoint, Endpoint::Sentinel { .. }))
-                .then_some(self.connect_timeout),
+            timeout: self.connect_timeout,
             tls: endpoint.is_tls(),
         };
         let connect_error = |cause: redis::RedisError| connect_error(no_answer.explain(cause));
@@ -459,17 +457,17 @@ impl ClientBuilder {
                 master,
                 data,
             } => {
-                let master = SentinelMaster::connect(
-                    &sentinels,
-                    &master,
-                    &data,
-                    self.tls.as_ref(),
-                    &self.sentinel_credentials,
-                    config,
-                    push_handler,
-                )
-                .await
-                .map_err(|e| connect_failure(e, &connect_error))?;
+                let settings = SentinelSettings {
+                    sentinels: &sentinels,
+                    master: &master,
+                    data: &data,
+                    tls: self.tls.as_ref(),
+                    credentials: &self.sentinel_credentials,
+                    connect_timeout: self.connect_timeout,
+                };
+                let master = SentinelMaster::connect(&settings, config, push_handler)
+                    .await
+                    .map_err(|e| connect_failure(e, &connect_error))?;
                 check_server(&mut master.manager(), self.acks.aof, &connect_error).await?;
                 Connection::sentinel(master)
             }
@@ -574,8 +572,8 @@ impl ClientBuilder {
 /// handshake); for a plain connection that was reset, that a TLS port does that.
 #[derive(Clone, Copy)]
 struct NoAnswer {
-    /// The timeout that ran out, when it is the connect timeout.
-    timeout: Option<Duration>,
+    /// The connect timeout, which ran out.
+    timeout: Duration,
     tls: bool,
 }
 
@@ -606,10 +604,7 @@ impl NoAnswer {
         } else {
             ""
         };
-        let waited = match self.timeout {
-            Some(timeout) => format!("within the connect timeout ({timeout:?})"),
-            None => "in time".to_owned(),
-        };
+        let waited = format!("within the connect timeout ({:?})", self.timeout);
         redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no answer {waited}{hint}"),
@@ -648,7 +643,7 @@ async fn check_server<C: ConnectionLike + Send>(
 /// shebang (`#!lua flags=allow-oom`, ...).
 const MIN_SERVER_MAJOR: u32 = 7;
 
-/// Refuses a server older than Redis 7.0 with [`Error::UnsupportedServer`]; returns the
+/// Refuses a server older than Redis 7.0 with [`RedisStoreError::UnsupportedServer`](crate::RedisStoreError::UnsupportedServer); returns the
 /// version it reported.
 ///
 /// Reads the version from `HELLO`, not `INFO`: an ACL may forbid `INFO`, but not `HELLO`,

@@ -23,7 +23,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid resource
-    /// name, [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    /// name, [`Error::Store`](crate::Error::Store) when Redis cannot be reached.
     pub async fn fenced_set(
         &self,
         resource: &str,
@@ -47,7 +47,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid resource
-    /// name, [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    /// name, [`Error::Store`](crate::Error::Store) when Redis cannot be reached.
     pub async fn fenced_get(&self, resource: &str) -> Result<Option<(Vec<u8>, FencingToken)>> {
         validate_resource(resource)?;
         let (value, fence): (Option<Vec<u8>>, Option<u64>) = self

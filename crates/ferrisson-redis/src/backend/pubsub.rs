@@ -74,22 +74,34 @@ pub(crate) struct Subscriptions {
 /// disconnection wakes them all.
 struct Dispatch {
     shared: Shared,
-    ops: mpsc::UnboundedSender<Op>,
+    /// Weak: the connections hold this handler, and the actor holds the connection; a
+    /// strong sender here would keep the actor (and every connection) alive after the
+    /// client is gone.
+    ops: mpsc::WeakUnboundedSender<Op>,
     /// `:c:<client id>`: how the client's own wake-up channels of a lock that wakes one
     /// client end.
     wake_suffix: String,
 }
 
+impl Dispatch {
+    /// Hands `op` to the actor, unless the client is gone (then nobody needs it).
+    fn send(&self, op: Op) {
+        if let Some(ops) = self.ops.upgrade() {
+            let _ = ops.send(op);
+        }
+    }
+}
+
 impl PushTarget for Dispatch {
     fn push(&self, push: PushInfo) {
         if let Some(op) = dispatch(&self.shared, &self.wake_suffix, &push) {
-            let _ = self.ops.send(op);
+            self.send(op);
         }
     }
 
     fn connection_replaced(&self) {
         wake_all(&self.shared);
-        let _ = self.ops.send(Op::ResubscribeAll);
+        self.send(Op::ResubscribeAll);
     }
 }
 
@@ -103,7 +115,7 @@ impl Subscriptions {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let handler = PushHandler::new(Dispatch {
             shared: Arc::clone(&shared),
-            ops: ops.clone(),
+            ops: ops.downgrade(),
             wake_suffix: WakeNames::own_suffix(wake_id),
         });
         let subscriptions = Self {

@@ -107,8 +107,8 @@ impl Client {
 /// not coordinate, so make one per process and clone it.
 ///
 /// Limits of the layout: a prefix gets 2³² ids per UTC day (49 710 per second on
-/// average, [`Error::SequenceExhausted`] past that) and timestamps end in 2090
-/// ([`Error::ClockOutOfRange`]). Uniqueness rests on the counters: a Redis that loses them
+/// average, [`RedisStoreError::SequenceExhausted`](crate::RedisStoreError::SequenceExhausted) past that) and timestamps end in 2090
+/// ([`RedisStoreError::ClockOutOfRange`](crate::RedisStoreError::ClockOutOfRange)). Uniqueness rests on the counters: a Redis that loses them
 /// (restart without persistence, fail-over to a lagging replica) hands numbers out again.
 ///
 /// ```no_run
@@ -206,9 +206,9 @@ impl IdGenerator {
     /// - [`Error::InvalidArgument`] for an empty prefix, one longer than
     ///   [`MAX_ID_PREFIX_LEN`], or one holding whitespace, control characters or any of
     ///   `{}[]*?\`.
-    /// - [`Error::ClockOutOfRange`] when the clock is before 2022 or past 2090-01-19.
-    /// - [`Error::SequenceExhausted`] when the day's counter passed 2³² − 1.
-    /// - [`Error::Redis`] when Redis cannot be reached (no id is made up locally).
+    /// - [`RedisStoreError::ClockOutOfRange`](crate::RedisStoreError::ClockOutOfRange) when the clock is before 2022 or past 2090-01-19.
+    /// - [`RedisStoreError::SequenceExhausted`](crate::RedisStoreError::SequenceExhausted) when the day's counter passed 2³² − 1.
+    /// - [`Error::Store`] when Redis cannot be reached (no id is made up locally).
     ///
     /// # Cancel safety
     ///
@@ -298,7 +298,7 @@ impl IdGenerator {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a bad prefix (see [`next_id`](IdGenerator::next_id)),
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the key
     /// holds something other than a counter.
     ///
     /// # Cancel safety

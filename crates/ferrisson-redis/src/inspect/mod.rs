@@ -455,7 +455,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for an empty pattern or one holding `{` or `}`,
-    /// [`Error::Redis`] when Redis (any master of a cluster) cannot be reached.
+    /// [`Error::Store`] when Redis (any master of a cluster) cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -511,7 +511,7 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a name no primitive may have (see
-    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)), [`Error::Redis`] when Redis cannot be
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)), [`Error::Store`] when Redis cannot be
     /// reached.
     ///
     /// # Cancel safety

@@ -264,7 +264,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -291,7 +291,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -320,7 +320,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -344,7 +344,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn is_locked(&self) -> Result<bool> {
         self.client
             .connection()
@@ -366,7 +366,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.client
             .connection()
@@ -390,7 +390,7 @@ impl FairLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the keys
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the keys
     /// hold something a fair lock never writes.
     pub async fn inspect(&self) -> Result<FairLockInfo> {
         let (fields, pttl, queue, deadlines, time) = self

@@ -203,7 +203,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -229,7 +229,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -251,7 +251,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -270,7 +270,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn is_locked(&self) -> Result<bool> {
         self.client
             .connection()
@@ -289,7 +289,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn hold_count(&self) -> Result<u32> {
         let Some(owner) = self.current_owner() else {
             return Ok(0);
@@ -315,7 +315,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn ttl(&self) -> Result<Option<Duration>> {
         let pttl: i64 = self
             .client
@@ -339,7 +339,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the key
     /// holds something other than a ferrisson lock.
     pub async fn inspect(&self) -> Result<LockInfo> {
         let (fields, pttl) = self
@@ -372,7 +372,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.wake
             .force_release(&self.client, self.keys.main())

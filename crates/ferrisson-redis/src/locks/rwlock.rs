@@ -229,7 +229,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -256,7 +256,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -281,7 +281,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -304,7 +304,7 @@ impl RwLock {
     /// # Errors
     ///
     /// [`Error::UpgradeRefused`] at once when this task holds the read lock but not the
-    /// write lock; [`Error::Redis`] when Redis cannot be reached.
+    /// write lock; [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -378,7 +378,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.client
             .connection()
@@ -402,7 +402,7 @@ impl RwLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the key
     /// holds something a read-write lock never writes.
     pub async fn inspect(&self) -> Result<RwLockInfo> {
         let (fields, pttl, time) = self

@@ -144,7 +144,7 @@ impl SimpleLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -167,7 +167,7 @@ impl SimpleLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -188,7 +188,7 @@ impl SimpleLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -213,7 +213,7 @@ impl SimpleLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the key
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the key
     /// holds something other than a ferrisson lock.
     pub async fn inspect(&self) -> Result<SimpleLockInfo> {
         let (holder, pttl) = self
@@ -251,7 +251,7 @@ impl SimpleLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.wake
             .force_release(&self.client, self.keys.main())

@@ -194,7 +194,7 @@ macro_rules! hold_guard_methods {
             ///
             /// [`Error::LeaseExpired`](crate::Error::LeaseExpired) when the lock had
             /// expired, [`Error::NotOwner`](crate::Error::NotOwner) when another owner
-            /// holds it now, [`Error::Redis`](crate::Error::Redis) when Redis could not be
+            /// holds it now, [`Error::Store`](crate::Error::Store) when Redis could not be
             /// reached (the hold then expires after its lease).
             ///
             /// # Cancel safety

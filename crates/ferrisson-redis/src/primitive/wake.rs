@@ -110,7 +110,7 @@ impl WakeOne {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`](crate::Error::Redis) when Redis cannot be reached.
+    /// [`Error::Store`](crate::Error::Store) when Redis cannot be reached.
     pub(crate) async fn force_release(&self, client: &Client, key: &str) -> Result<bool> {
         client
             .connection()

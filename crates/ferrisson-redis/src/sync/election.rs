@@ -271,7 +271,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -298,7 +298,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -320,7 +320,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -349,7 +349,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the
     /// election's keys hold something ferrisson did not write.
     pub async fn leader(&self) -> Result<Option<LeaderInfo>> {
         let observed = self.read_after("").await?;
@@ -399,7 +399,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the
     /// election's keys hold something ferrisson did not write, [`Error::NotOwner`] when a
     /// new leader was elected before each of the attempts could remove the one it read.
     pub async fn force_resign(&self) -> Result<Option<LeaderInfo>> {
@@ -452,7 +452,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached (subscribing).
+    /// [`Error::Store`] when Redis cannot be reached (subscribing).
     ///
     /// # Cancel safety
     ///
@@ -644,7 +644,7 @@ impl Leadership {
     /// # Errors
     ///
     /// [`Error::LeaseExpired`] when the term had already ended by its lease,
-    /// [`Error::NotOwner`] when another candidate leads now, [`Error::Redis`] when Redis
+    /// [`Error::NotOwner`] when another candidate leads now, [`Error::Store`] when Redis
     /// could not be reached (the term then ends after its lease).
     ///
     /// # Cancel safety
@@ -722,7 +722,7 @@ impl LeaderObserver {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached, [`Error::Protocol`] when the
+    /// [`Error::Store`] when Redis cannot be reached, [`Error::Protocol`] when the
     /// election's keys hold something ferrisson did not write.
     ///
     /// # Cancel safety

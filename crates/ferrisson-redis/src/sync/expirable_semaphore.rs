@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Value;
 use tokio::time::Instant;
 
 use crate::api::error::{Error, Result};
@@ -19,19 +18,18 @@ use crate::backend::scripts::semaphore::{
     SemaphoreAdd, SemaphoreDelete, SemaphoreDrain, SemaphoreSet,
 };
 use crate::backend::scripts::xsem::{
-    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemUpdateLease,
+    PermitReturned, PermitTaken, XsemAcquire, XsemInspect, XsemKeys, XsemRelease, XsemSnapshot,
+    XsemUpdateLease,
 };
 use crate::observe::acquire::Grant;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
+use crate::primitive::release::resend_until_answered;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
 use crate::sync::semaphore::{DEFAULT_SEMAPHORE_RECHECK, validate_permits, validate_recheck};
 
-/// How often a release is sent again after a connection error (safe: releasing an id
-/// twice returns it once).
-const RELEASE_ATTEMPTS: u32 = 3;
 /// At most this many held permits are listed by [`ExpirableSemaphore::inspect`].
 const INSPECT_LIMIT: usize = 1000;
 
@@ -249,7 +247,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         // SET NX: a repeat finds the counter set and answers false, so it is not resent.
         let set: Option<String> = self
@@ -280,7 +278,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached (it may or may not have been set:
+    /// [`Error::Store`] when Redis cannot be reached (it may or may not have been set:
     /// setting it again is harmless).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
         self.shared
@@ -308,7 +306,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Redis`] when Redis
+    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Store`] when Redis
     /// cannot be reached.
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
         if delta == 0 {
@@ -341,7 +339,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn drain(&self) -> Result<u64> {
         self.shared
@@ -366,7 +364,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn available_permits(&self) -> Result<i64> {
         self.read(0)
@@ -387,7 +385,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn inspect(&self) -> Result<ExpirableSemaphoreInfo> {
         self.read(INSPECT_LIMIT).await
     }
@@ -404,7 +402,7 @@ impl ExpirableSemaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. An attempt
+    /// deleted while waiting), [`Error::Store`] when Redis cannot be reached. An attempt
     /// that fails after it was sent (its reply timed out, or the connection broke) may
     /// have taken permits on the server: they are given back before the error is
     /// returned, or, if Redis cannot be reached for that either, when their lease runs out.
@@ -568,7 +566,7 @@ impl ExpirableSemaphore {
     /// [`Error::LeaseExpired`] when the permit was unknown (already released, or
     /// reclaimed after its lease ran out) or its lease had run out: it is free now
     /// either way. After a lost reply a retry cannot tell its own first try from a
-    /// reclaim, and reports the same. [`Error::Redis`] when Redis cannot be reached
+    /// reclaim, and reports the same. [`Error::Store`] when Redis cannot be reached
     /// (after retries; a release is safe to repeat).
     ///
     /// # Cancel safety
@@ -595,7 +593,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Redis`]
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Store`]
     /// when Redis cannot be reached.
     pub async fn update_lease(&self, id: PermitId, lease: Duration) -> Result<bool> {
         self.shared.update_lease(id, lease).await
@@ -612,7 +610,7 @@ impl ExpirableSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn delete(&self) -> Result<bool> {
         let deleted = self
             .shared
@@ -627,7 +625,7 @@ impl ExpirableSemaphore {
     }
 
     async fn read(&self, limit: usize) -> Result<ExpirableSemaphoreInfo> {
-        let reply = self
+        let snapshot = self
             .shared
             .client
             .connection()
@@ -636,7 +634,21 @@ impl ExpirableSemaphore {
                 limit,
             })
             .await?;
-        parse_inspect(&self.shared.name, &reply)
+        let mut info = ExpirableSemaphoreInfo {
+            name: self.shared.name.to_string(),
+            available_permits: None,
+            held_count: 0,
+            held: Vec::new(),
+        };
+        if let XsemSnapshot::Present { free, live, held } = snapshot {
+            info.available_permits = Some(free);
+            info.held_count = live;
+            info.held = held
+                .into_iter()
+                .map(|(id, ttl)| HeldPermit { id, ttl })
+                .collect();
+        }
+        Ok(info)
     }
 
     async fn wait_for(&self, permits: u32, wait: Option<Duration>) -> Result<Option<Granted>> {
@@ -825,38 +837,27 @@ impl Shared {
     }
 
     async fn release(&self, id: PermitId, hold: Option<&Hold>) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let reply = self
-                .client
-                .connection()
-                .run(&XsemRelease {
-                    keys: self.xsem_keys(),
-                    id,
-                })
-                .await;
-            match reply {
-                Ok(PermitReturned::Returned) => return Ok(()),
-                // After a lost reply, "unknown" means either that the first try released
-                // it, or that the lease ran out and another acquire reclaimed it (and
-                // may hold it now). Only a local deadline still ahead rules the second
-                // out (the server's lease never ends before it); otherwise the permit
-                // cannot be shown to have been running.
-                Ok(PermitReturned::Unknown) if attempt > 1 && hold.is_some_and(Hold::is_held) => {
-                    return Ok(());
-                }
-                Ok(PermitReturned::Unknown | PermitReturned::ReturnedLate) => {
-                    return Err(self.lease_expired());
-                }
-                Err(e) => {
-                    if !e.is_connection_error() || attempt >= RELEASE_ATTEMPTS {
-                        return Err(e);
-                    }
-                    tracing::debug!(semaphore = %self.name, error = %e, "release failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                }
-            }
+        // Resent after any connection error: releasing an id twice returns it once.
+        let answered =
+            resend_until_answered(&self.name, Error::is_connection_error, move || async move {
+                self.client
+                    .connection()
+                    .run(&XsemRelease {
+                        keys: self.xsem_keys(),
+                        id,
+                    })
+                    .await
+            })
+            .await?;
+        match answered.reply {
+            PermitReturned::Returned => Ok(()),
+            // After a lost reply, "unknown" means either that the first try released
+            // it, or that the lease ran out and another acquire reclaimed it (and
+            // may hold it now). Only a local deadline still ahead rules the second
+            // out (the server's lease never ends before it); otherwise the permit
+            // cannot be shown to have been running.
+            PermitReturned::Unknown if answered.resent && hold.is_some_and(Hold::is_held) => Ok(()),
+            PermitReturned::Unknown | PermitReturned::ReturnedLate => Err(self.lease_expired()),
         }
     }
 
@@ -870,40 +871,6 @@ impl Shared {
                 lease,
             })
             .await
-    }
-}
-
-fn parse_inspect(name: &str, reply: &[Value]) -> Result<ExpirableSemaphoreInfo> {
-    let bad = || Error::Protocol(format!("expirable semaphore inspect returned {reply:?}"));
-    let int = |v: &Value| match v {
-        Value::Int(n) => Ok(*n),
-        _ => Err(bad()),
-    };
-    let mut info = ExpirableSemaphoreInfo {
-        name: name.to_owned(),
-        available_permits: None,
-        held_count: 0,
-        held: Vec::new(),
-    };
-    match reply {
-        [Value::Int(0)] => Ok(info),
-        [Value::Int(1), free, live, held @ ..] if held.len() % 2 == 0 => {
-            info.available_permits = Some(int(free)?);
-            info.held_count = int(live)?.unsigned_abs();
-            for pair in held.chunks_exact(2) {
-                let id = match &pair[0] {
-                    Value::BulkString(bytes) => std::str::from_utf8(bytes)
-                        .map_err(|_| bad())?
-                        .parse()
-                        .map_err(|_| bad())?,
-                    _ => return Err(bad()),
-                };
-                let remaining = Duration::from_millis(int(&pair[1])?.unsigned_abs());
-                info.held.push(HeldPermit { id, ttl: remaining });
-            }
-            Ok(info)
-        }
-        _ => Err(bad()),
     }
 }
 
@@ -1064,7 +1031,7 @@ impl ExpirablePermit {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Redis`]
+    /// [`Error::InvalidArgument`] for a lease under 1 ms or over a year, [`Error::Store`]
     /// when Redis cannot be reached.
     ///
     /// # Cancel safety
@@ -1099,7 +1066,7 @@ impl ExpirablePermit {
     /// before this call, or reclaimed and maybe taken by another holder). Success is never
     /// a guess: when a reply was lost and the retry finds the permit gone after this
     /// permit's own [`remaining`](ExpirablePermit::remaining) reached zero, the answer is
-    /// `LeaseExpired`. [`Error::Redis`] when Redis cannot be reached after retries; the
+    /// `LeaseExpired`. [`Error::Store`] when Redis cannot be reached after retries; the
     /// permit then comes back when its lease runs out.
     ///
     /// # Cancel safety

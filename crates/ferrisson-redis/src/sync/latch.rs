@@ -154,7 +154,7 @@ impl CountDownLatch {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] when `count` is zero (that is the open latch),
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn try_set_count(&self, count: u32) -> Result<bool> {
         if count == 0 {
             return Err(Error::invalid("latch count must be at least 1"));
@@ -181,7 +181,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached; the count-down may or may not have
+    /// [`Error::Store`] when Redis cannot be reached; the count-down may or may not have
     /// been applied, so it is not retried.
     ///
     /// # Cancel safety
@@ -207,7 +207,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn count(&self) -> Result<u64> {
         let count: Option<i64> = self
             .client
@@ -227,7 +227,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn inspect(&self) -> Result<CountDownLatchInfo> {
         Ok(CountDownLatchInfo {
             name: self.name.to_string(),
@@ -246,7 +246,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -273,7 +273,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///
@@ -293,7 +293,7 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn delete(&self) -> Result<bool> {
         self.client
             .connection()

@@ -317,7 +317,7 @@ impl RateLimiter {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for zero permits or more than the burst (never
-    /// allowed), [`Error::Redis`] when Redis cannot be reached.
+    /// allowed), [`Error::Store`] when Redis cannot be reached.
     ///
     /// # Cancel safety
     ///

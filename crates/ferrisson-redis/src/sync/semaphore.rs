@@ -17,6 +17,7 @@ use crate::observe::hold::HoldMeter;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
+use crate::primitive::release::resend_until_answered;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
 
@@ -27,9 +28,6 @@ use crate::primitive::wait::{Attempt, acquire_with_wait, try_once};
 /// assert_eq!(ferrisson_redis::DEFAULT_SEMAPHORE_RECHECK, std::time::Duration::from_secs(1));
 /// ```
 pub const DEFAULT_SEMAPHORE_RECHECK: Duration = Duration::from_secs(1);
-
-/// How often a release is sent again when the connection refused it (it was not applied).
-const RELEASE_ATTEMPTS: u32 = 3;
 
 impl Client {
     /// A handle to the counting semaphore called `name` (no Redis traffic until used).
@@ -174,7 +172,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         // SET NX: a repeat finds the counter set and answers false, so it is not resent.
         let set: Option<String> = self
@@ -203,7 +201,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached (it may or may not have been set:
+    /// [`Error::Store`] when Redis cannot be reached (it may or may not have been set:
     /// setting it again is harmless).
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
         self.client
@@ -231,7 +229,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Redis`] when Redis
+    /// [`Error::InvalidArgument`] when `delta` is zero, [`Error::Store`] when Redis
     /// cannot be reached.
     pub async fn add_permits(&self, delta: i64) -> Result<()> {
         if delta == 0 {
@@ -258,7 +256,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn available_permits(&self) -> Result<i64> {
         self.inspect()
@@ -283,7 +281,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Redis`] when
+    /// [`Error::NotInitialized`] when the semaphore does not exist, [`Error::Store`] when
     /// Redis cannot be reached.
     pub async fn drain(&self) -> Result<u64> {
         self.client
@@ -310,7 +308,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore does not exist (also when it is
-    /// deleted while waiting), [`Error::Redis`] when Redis cannot be reached. Permits of
+    /// deleted while waiting), [`Error::Store`] when Redis cannot be reached. Permits of
     /// a plain semaphore carry no owner: an attempt that fails after the server ran it
     /// (its reply timed out, or the connection broke in between) leaves its permits
     /// taken, and nothing can tell them from held ones. Where that matters, use an
@@ -454,7 +452,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn inspect(&self) -> Result<SemaphoreInfo> {
         let available: Option<i64> = self
             .client
@@ -480,7 +478,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::Redis`] when Redis cannot be reached.
+    /// [`Error::Store`] when Redis cannot be reached.
     pub async fn delete(&self) -> Result<bool> {
         let deleted = self
             .client
@@ -560,33 +558,27 @@ impl Semaphore {
 /// release whose reply was lost cannot be told apart from one never applied; it is only
 /// sent again when the connection refused it (certainly not applied), never twice.
 async fn release_permits(client: &Client, name: &str, keys: &Keys, permits: u32) -> Result<()> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let reply = client
+    let refused =
+        |e: &Error| failed_command(e).is_some_and(redis::RedisError::is_connection_refusal);
+    // Resent only when refused (certainly not applied): a second release of the same
+    // permits would give them back twice.
+    let answered = resend_until_answered(name, refused, move || async move {
+        client
             .connection()
             .run(&SemaphoreRelease {
                 key: keys.main(),
                 channel: keys.channel(),
                 permits,
             })
-            .await;
-        match reply {
-            Ok(true) => return Ok(()),
-            Ok(false) => {
-                return Err(Error::NotInitialized {
-                    name: name.to_owned(),
-                });
-            }
-            Err(e)
-                if failed_command(&e).is_some_and(redis::RedisError::is_connection_refusal)
-                    && attempt < RELEASE_ATTEMPTS =>
-            {
-                tracing::debug!(semaphore = %name, error = %e, "release refused; retrying");
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-            }
-            Err(e) => return Err(e),
-        }
+            .await
+    })
+    .await?;
+    if answered.reply {
+        Ok(())
+    } else {
+        Err(Error::NotInitialized {
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -659,7 +651,7 @@ impl SemaphorePermit {
     /// # Errors
     ///
     /// [`Error::NotInitialized`] when the semaphore was deleted meanwhile (nothing is
-    /// given back), [`Error::Redis`] when Redis could not be reached: the permits may or
+    /// given back), [`Error::Store`] when Redis could not be reached: the permits may or
     /// may not be back, and since they have no expiry, permits lost this way stay taken
     /// until [`Semaphore::add_permits`] returns them.
     ///

@@ -15,6 +15,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
 use crate::error::one_line;
 
+mod listing;
 pub mod schema;
 
 /// Which database a URL points at.

@@ -5,7 +5,10 @@ pub mod extract;
 pub mod id;
 pub mod lab;
 pub mod metrics;
+pub mod purchases;
+pub mod shop;
 pub mod users;
+pub mod voucher_list;
 pub mod vouchers;
 
 use std::net::SocketAddr;
@@ -31,14 +34,17 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::render))
         .route("/users/login", post(users::login))
         .route("/vouchers", post(vouchers::create))
+        .route("/vouchers", get(voucher_list::list))
         .route("/vouchers/{id}", get(vouchers::show))
         .route("/vouchers/{id}/seckill", post(vouchers::seckill))
         .route("/vouchers/{id}/orders", get(vouchers::orders))
         .route("/lab/stock", post(lab::set_stock).get(lab::stock))
         .route("/lab/deduct/{variant}", post(lab::deduct))
+        .merge(shop::routes())
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(purchases::count))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(
             TraceLayer::new_for_http()

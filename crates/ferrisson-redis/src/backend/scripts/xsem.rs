@@ -142,8 +142,56 @@ pub(crate) struct XsemInspect<'a> {
     pub(crate) limit: usize,
 }
 
+/// What `xsem_inspect.lua` read: nothing (the semaphore does not exist), or the free
+/// permits, the number of live holds and up to `limit` of them with their time left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum XsemSnapshot {
+    Missing,
+    Present {
+        free: i64,
+        live: u64,
+        held: Vec<(PermitId, Duration)>,
+    },
+}
+
+impl redis::FromRedisValue for XsemSnapshot {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        const SCRIPT: &str = "xsem_inspect";
+        let bad = || unexpected(SCRIPT, &value);
+        let int = |v: &Value| match v {
+            Value::Int(n) => Ok(*n),
+            _ => Err(bad()),
+        };
+        let Value::Array(items) = &value else {
+            return Err(bad());
+        };
+        match items.as_slice() {
+            [Value::Int(0)] => Ok(Self::Missing),
+            [Value::Int(1), free, live, pairs @ ..] if pairs.len() % 2 == 0 => {
+                let mut held = Vec::with_capacity(pairs.len() / 2);
+                for pair in pairs.chunks_exact(2) {
+                    let Value::BulkString(bytes) = &pair[0] else {
+                        return Err(bad());
+                    };
+                    let id = std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|text| text.parse().ok())
+                        .ok_or_else(bad)?;
+                    held.push((id, Duration::from_millis(int(&pair[1])?.unsigned_abs())));
+                }
+                Ok(Self::Present {
+                    free: int(free)?,
+                    live: int(live)?.unsigned_abs(),
+                    held,
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
 impl ScriptCall for XsemInspect<'_> {
-    type Reply = Vec<Value>;
+    type Reply = XsemSnapshot;
 
     fn script(&self) -> &'static LuaScript {
         &SCRIPTS.xsem_inspect

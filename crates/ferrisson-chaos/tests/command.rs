@@ -1,12 +1,11 @@
-//! `ferrisson chaos` as a user runs it: the binary starts its own servers and, for the
+//! `ferrisson-chaos` as a user runs it: the binary starts its own servers and, for the
 //! process scenarios, re-executes itself as the holder.
 
-mod support;
-
 fn chaos(args: &[&str]) -> std::io::Result<std::process::Output> {
-    support::ferrisson(&["chaos"])
+    std::process::Command::new(env!("CARGO_BIN_EXE_ferrisson-chaos"))
         .args(args)
         .env("FERRISSON_LOG", "error")
+        .stdin(std::process::Stdio::null())
         .output()
 }
 
