@@ -90,7 +90,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .hold
         .connect_and_take(&failed, async |client, wait| {
             let candidate = client.election(&args.name)?.with_candidate_id(id.clone())?;
-            let leadership = campaign(&candidate, wait).await;
+            let mut leadership = campaign(&candidate, wait).await;
+            if let Err(e) = &leadership
+                && crate::lock::create_missing_table(client, e).await?
+            {
+                leadership = campaign(&candidate, wait).await;
+            }
             election = Some(candidate);
             leadership
         })

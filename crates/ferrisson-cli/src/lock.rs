@@ -46,6 +46,12 @@ use crate::terminal::quoted;
 /// $REDIS_URL). A rediss:// URL connects with TLS, checked against the system's CA
 /// certificates or --cacert, with a client certificate from --cert and --key.
 ///
+/// A postgres:// or mysql:// (mariadb://) URL takes the lock in the database's lock
+/// table (ferrisson_lock, or ?table=NAME in the URL), which is created if it is missing
+/// (said on stderr); FERRISSON_FENCING_TOKEN comes from the table's fence sequence.
+/// With ?lock=advisory in the URL it takes the database's session lock instead
+/// (pg_try_advisory_lock, GET_LOCK): nothing to create, and no FERRISSON_FENCING_TOKEN.
+///
 /// On ZooKeeper (--url zk://HOST:PORT[,HOST:PORT...][/CHROOT]) the lock is Curator's
 /// InterProcessMutex at /ferrisson/locks/NAME (at NAME itself when it starts with /, to
 /// share a lock with Java services), FERRISSON_FENCING_TOKEN is its node's czxid, and
@@ -72,6 +78,40 @@ impl Args {
     }
 }
 
+/// After `error`: when it says the database's lock table is missing, creates it (and
+/// says so on stderr) and returns true, so that the caller tries again.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) async fn create_missing_table(
+    client: &ferrisson::Client,
+    error: &ferrisson::Error,
+) -> ferrisson::Result<bool> {
+    use ferrisson::sql::SqlError;
+    let missing = matches!(
+        error.store_error::<SqlError>(),
+        Some(SqlError::MissingSchema { .. })
+    );
+    let Some(sql) = client.as_sql().filter(|_| missing) else {
+        return Ok(false);
+    };
+    sql.create_schema().await?;
+    eprintln!(
+        "ferrisson: created the lock table {} in the {} database",
+        quoted(sql.table()),
+        sql.dialect().store()
+    );
+    Ok(true)
+}
+
+/// Without a database store nothing is ever missing.
+#[cfg(not(any(feature = "postgres", feature = "mysql")))]
+#[allow(clippy::unused_async)]
+pub(crate) async fn create_missing_table(
+    _client: &ferrisson::Client,
+    _error: &ferrisson::Error,
+) -> ferrisson::Result<bool> {
+    Ok(false)
+}
+
 /// Acquires, runs, releases.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let what = format!("lock {}", quoted(&args.name));
@@ -79,9 +119,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .hold
         .connect_and_take(&format!("cannot take {what}"), async |client, wait| {
             let lock = client.lock(&args.name)?;
-            match wait {
+            let take = async || match wait {
                 Some(wait) => lock.lock_timeout(wait).await,
                 None => lock.lock().await.map(Some),
+            };
+            match take().await {
+                Err(e) if create_missing_table(client, &e).await? => take().await,
+                taken => taken,
             }
         })
         .await?;

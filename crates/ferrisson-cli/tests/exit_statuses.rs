@@ -122,15 +122,8 @@ const REFUSED: &[Case] = &[
     ),
     // A store this version does not have: refused before connecting, naming it.
     case(
-        &[
-            "lock",
-            "--url",
-            "postgres://127.0.0.1:5432/x",
-            "x",
-            "--",
-            "true",
-        ],
-        "postgres",
+        &["lock", "--url", "etcd://127.0.0.1:2379", "x", "--", "true"],
+        "etcd",
     ),
     case(
         &["elect", "--url", "etcd://127.0.0.1:2379", "x", "--", "true"],

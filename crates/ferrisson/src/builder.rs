@@ -8,6 +8,24 @@ use ferrisson_core::Result;
 use crate::client::{Client, memory_store};
 use crate::stores::StoreKind;
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl ClientBuilder {
+    /// A database's client: the lock table named by the URL's `table=` parameter
+    /// (`ferrisson_lock` by default).
+    async fn connect_sql(self) -> Result<Client> {
+        if self.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
+            return Err(ferrisson_core::Error::invalid(
+                "a database keeps applications apart by table: give each its own with ?table=NAME in the url, not a namespace",
+            ));
+        }
+        let mut builder = ferrisson_sql::Client::builder(&self.url);
+        if let Some(lease) = self.watchdog_lease {
+            builder = builder.watchdog_lease(lease);
+        }
+        Ok(Client::Sql(builder.connect().await?))
+    }
+}
+
 /// The options of [`Client::builder`]: those every store understands, and a hook for a
 /// store's own (TLS settings, acknowledgements, ...).
 ///
@@ -126,6 +144,10 @@ impl ClientBuilder {
                 }
                 Ok(Client::Redis(builder.connect().await?))
             }
+            #[cfg(feature = "postgres")]
+            StoreKind::Postgres => self.connect_sql().await,
+            #[cfg(feature = "mysql")]
+            StoreKind::MySql => self.connect_sql().await,
             #[cfg(feature = "zookeeper")]
             StoreKind::ZooKeeper => {
                 // A hold lives as long as the session: the watchdog lease is the session

@@ -32,6 +32,9 @@ pub enum Client {
     /// A Redis client (one server, Sentinel or Cluster).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Client),
+    /// A PostgreSQL or MySQL/MariaDB client (its lock table).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::Client),
     /// A ZooKeeper client (one session with a standalone server or an ensemble).
     #[cfg(feature = "zookeeper")]
     ZooKeeper(ferrisson_zookeeper::Client),
@@ -40,7 +43,9 @@ pub enum Client {
 }
 
 /// Connects to the store `url` names: `redis://`, `rediss://`, `redis+sentinel://`,
-/// `redis+cluster://` (and their TLS forms), `zk://HOST:PORT[,HOST:PORT...][/CHROOT]`
+/// `redis+cluster://` (and their TLS forms), `postgres://` or `postgresql://`,
+/// `mysql://` or `mariadb://` (the database's lock table, created if missing only by
+/// [`ferrisson_sql::Client::create_schema`]), `zk://HOST:PORT[,HOST:PORT...][/CHROOT]`
 /// (ZooKeeper), or `memory://NAME` (an in-process store, shared by every connect to the
 /// same name in this process).
 ///
@@ -88,6 +93,13 @@ impl From<ferrisson_redis::Client> for Client {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl From<ferrisson_sql::Client> for Client {
+    fn from(client: ferrisson_sql::Client) -> Self {
+        Self::Sql(client)
+    }
+}
+
 #[cfg(feature = "zookeeper")]
 impl From<ferrisson_zookeeper::Client> for Client {
     fn from(client: ferrisson_zookeeper::Client) -> Self {
@@ -112,6 +124,11 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => StoreKind::Redis,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => match client.dialect() {
+                ferrisson_sql::Dialect::Postgres => StoreKind::Postgres,
+                ferrisson_sql::Dialect::MySql => StoreKind::MySql,
+            },
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(_) => StoreKind::ZooKeeper,
             Self::Memory(_) => StoreKind::Memory,
@@ -128,13 +145,17 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(_) => ferrisson_redis::capabilities::CAPABILITIES,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => ferrisson_sql::capabilities::of(client.dialect()),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(_) => ferrisson_zookeeper::CAPABILITIES,
             Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
         }
     }
 
-    /// The store's reentrant lock called `name` (Redis: [`ferrisson_redis::Lock`]).
+    /// The store's reentrant lock called `name` (Redis: [`ferrisson_redis::Lock`];
+    /// PostgreSQL, MySQL/MariaDB: the lock table's `TableLock`, or with `?lock=advisory`
+    /// in the URL the database's `SessionLock`).
     ///
     /// # Errors
     ///
@@ -148,6 +169,11 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyLock::Redis(client.lock(name)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => match client.default_lock() {
+                ferrisson_sql::LockKind::Session => AnyLock::SqlSession(client.session_lock(name)?),
+                ferrisson_sql::LockKind::Table => AnyLock::Sql(client.lock(name)?),
+            },
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(client) => AnyLock::ZooKeeper(client.lock(name)?),
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
@@ -168,6 +194,8 @@ impl Client {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyElection::Redis(client.election(name)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => AnyElection::Sql(client.election(name)?),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(client) => AnyElection::ZooKeeper(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
@@ -184,6 +212,8 @@ impl Client {
         match self {
             #[cfg(feature = "redis")]
             Self::Redis(client) => Some(client.watchdog_lease()),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => Some(client.watchdog_lease()),
             // A ZooKeeper hold lasts as long as its session, confirmed every third of
             // its timeout.
             #[cfg(feature = "zookeeper")]
@@ -203,6 +233,21 @@ impl Client {
     pub fn as_redis(&self) -> Option<&ferrisson_redis::Client> {
         match self {
             Self::Redis(client) => Some(client),
+            _ => None,
+        }
+    }
+
+    /// The PostgreSQL or MySQL/MariaDB client, when this is one (for
+    /// [`create_schema`](ferrisson_sql::Client::create_schema) and its other options).
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.as_sql().is_none());
+    /// ```
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub fn as_sql(&self) -> Option<&ferrisson_sql::Client> {
+        match self {
+            Self::Sql(client) => Some(client),
             _ => None,
         }
     }

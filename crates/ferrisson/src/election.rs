@@ -7,7 +7,21 @@ use ferrisson_core::{
     Capabilities, DistributedElection, Fenced, FencingToken, Guard, Lease, Result,
 };
 
-use crate::lock::each_store;
+/// Runs `$body` with `$inner` bound to the variant's value, for every store that has an
+/// election (the lock's `each_store!` also covers the SQL session lock, which has none).
+macro_rules! each_store {
+    ($value:expr, $enum:ident, $inner:ident => $body:expr) => {
+        match $value {
+            #[cfg(feature = "redis")]
+            $enum::Redis($inner) => $body,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            $enum::Sql($inner) => $body,
+            #[cfg(feature = "zookeeper")]
+            $enum::ZooKeeper($inner) => $body,
+            $enum::Memory($inner) => $body,
+        }
+    };
+}
 
 /// The leader election of the client's store ([`Client::election`](crate::Client::election)).
 ///
@@ -28,6 +42,9 @@ pub enum AnyElection {
     /// A Redis [`Election`](ferrisson_redis::Election).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Election),
+    /// A PostgreSQL or MySQL/MariaDB lock-table election.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableElection),
     /// A ZooKeeper [`Election`](ferrisson_zookeeper::Election).
     #[cfg(feature = "zookeeper")]
     ZooKeeper(ferrisson_zookeeper::Election),
@@ -43,6 +60,9 @@ pub enum AnyLeadership {
     /// A Redis leadership.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Leadership),
+    /// A lock-table election's term.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableLockGuard),
     /// A ZooKeeper leadership.
     #[cfg(feature = "zookeeper")]
     ZooKeeper(ferrisson_zookeeper::Leadership),
@@ -68,6 +88,8 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_lease(lease)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(election) => Self::Sql(election.with_lease(lease)?),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(election) => Self::ZooKeeper(election.with_lease(lease)?),
             Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
@@ -94,6 +116,11 @@ impl AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => Self::Redis(election.with_candidate_id(id)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(election) => {
+                let _ = id.into();
+                Self::Sql(election)
+            }
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(election) => {
                 let _ = id.into();
@@ -122,6 +149,8 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => AnyLeadership::Redis(election.campaign().await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(election) => AnyLeadership::Sql(election.campaign().await?),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(election) => AnyLeadership::ZooKeeper(election.campaign().await?),
             Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
@@ -132,6 +161,8 @@ impl DistributedElection for AnyElection {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(election) => election.try_campaign().await?.map(AnyLeadership::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(election) => election.try_campaign().await?.map(AnyLeadership::Sql),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(election) => {
                 election.try_campaign().await?.map(AnyLeadership::ZooKeeper)
@@ -147,6 +178,11 @@ impl DistributedElection for AnyElection {
                 .campaign_timeout(wait)
                 .await?
                 .map(AnyLeadership::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::Sql),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(election) => election
                 .campaign_timeout(wait)

@@ -33,7 +33,9 @@
 //! ## Features
 //!
 //! - `redis` (default): the Redis store, [`redis`].
-//! - `zookeeper` (default): the ZooKeeper store, [`zookeeper`]
+//! - `postgres`, `mysql`: the lock table on PostgreSQL, on MySQL/MariaDB (`sql`, the
+//!   `ferrisson-sql` crate; either feature compiles both drivers).
+//! - `zookeeper`: the ZooKeeper store, [`zookeeper`]
 //!   (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
 //!
 //! The in-process store ([`memory`]) is always there.
@@ -63,6 +65,10 @@ pub use ferrisson_core::{
 #[cfg(feature = "redis")]
 pub use ferrisson_redis as redis;
 
+/// The PostgreSQL and MySQL/MariaDB stores: the client, its builder and the lock table
+/// (the `ferrisson-sql` crate).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use ferrisson_sql as sql;
 /// The ZooKeeper store: its client, Curator-compatible lock and election (the
 /// `ferrisson-zookeeper` crate).
 #[cfg(feature = "zookeeper")]
@@ -86,6 +92,10 @@ pub fn capabilities() -> Vec<Capabilities> {
     let mut all = Vec::new();
     #[cfg(feature = "redis")]
     all.extend_from_slice(ferrisson_redis::capabilities::CAPABILITIES);
+    #[cfg(feature = "postgres")]
+    all.extend_from_slice(ferrisson_sql::capabilities::POSTGRES);
+    #[cfg(feature = "mysql")]
+    all.extend_from_slice(ferrisson_sql::capabilities::MYSQL);
     #[cfg(feature = "zookeeper")]
     all.extend_from_slice(ferrisson_zookeeper::CAPABILITIES);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);

@@ -25,6 +25,13 @@ pub enum AnyLock {
     /// A Redis [`Lock`](ferrisson_redis::Lock).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::Lock),
+    /// A PostgreSQL or MySQL/MariaDB lock-table [`TableLock`](ferrisson_sql::TableLock).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableLock),
+    /// A PostgreSQL advisory lock or a MySQL/MariaDB `GET_LOCK`
+    /// ([`SessionLock`](ferrisson_sql::SessionLock); URLs with `?lock=advisory`).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    SqlSession(ferrisson_sql::SessionLock),
     /// A ZooKeeper [`Lock`](ferrisson_zookeeper::Lock).
     #[cfg(feature = "zookeeper")]
     ZooKeeper(ferrisson_zookeeper::Lock),
@@ -40,6 +47,12 @@ pub enum AnyGuard {
     /// A Redis lock's guard.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::LockGuard),
+    /// A lock-table lock's guard.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    Sql(ferrisson_sql::TableLockGuard),
+    /// A session lock's guard (no fencing token).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    SqlSession(ferrisson_sql::SessionLockGuard),
     /// A ZooKeeper lock's guard.
     #[cfg(feature = "zookeeper")]
     ZooKeeper(ferrisson_zookeeper::LockGuard),
@@ -53,14 +66,16 @@ macro_rules! each_store {
         match $value {
             #[cfg(feature = "redis")]
             $enum::Redis($inner) => $body,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            $enum::Sql($inner) => $body,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            $enum::SqlSession($inner) => $body,
             #[cfg(feature = "zookeeper")]
             $enum::ZooKeeper($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
 }
-
-pub(crate) use each_store;
 
 impl AnyLock {
     /// The same lock with another lease ([`Lease::Watchdog`] renews while held,
@@ -81,6 +96,10 @@ impl AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => Self::Redis(lock.with_lease(lease)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => Self::Sql(lock.with_lease(lease)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => Self::SqlSession(lock.with_lease(lease)?),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(lock) => Self::ZooKeeper(lock.with_lease(lease)?),
             Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
@@ -103,6 +122,10 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => AnyGuard::Redis(DistributedLock::lock(lock).await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => AnyGuard::Sql(lock.lock().await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => AnyGuard::SqlSession(lock.lock().await?),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(lock) => AnyGuard::ZooKeeper(lock.lock().await?),
             Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
@@ -113,6 +136,10 @@ impl DistributedLock for AnyLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => DistributedLock::try_lock(lock).await?.map(AnyGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => lock.try_lock().await?.map(AnyGuard::Sql),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => lock.try_lock().await?.map(AnyGuard::SqlSession),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(lock) => lock.try_lock().await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
@@ -125,6 +152,10 @@ impl DistributedLock for AnyLock {
             Self::Redis(lock) => DistributedLock::lock_timeout(lock, wait)
                 .await?
                 .map(AnyGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Sql),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::SqlSession),
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
@@ -144,7 +175,18 @@ impl AnyGuard {
     /// # Ok::<(), ferrisson::Error>(()) }).unwrap();
     /// ```
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        each_store!(self, Self, guard => Some(Fenced::fencing_token(guard)))
+        match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(guard) => Some(Fenced::fencing_token(guard)),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(guard) => Some(Fenced::fencing_token(guard)),
+            // A database session lock has no token (see the capability table).
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(_) => None,
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(guard) => Some(Fenced::fencing_token(guard)),
+            Self::Memory(guard) => Some(Fenced::fencing_token(guard)),
+        }
     }
 }
 

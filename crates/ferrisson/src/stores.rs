@@ -116,8 +116,10 @@ impl StoreKind {
         match self {
             Self::Memory => true,
             Self::Redis => cfg!(feature = "redis"),
+            Self::Postgres => cfg!(feature = "postgres"),
+            Self::MySql => cfg!(feature = "mysql"),
             Self::ZooKeeper => cfg!(feature = "zookeeper"),
-            Self::Postgres | Self::MySql | Self::Etcd => false,
+            Self::Etcd => false,
         }
     }
 
@@ -128,7 +130,10 @@ impl StoreKind {
     /// assert!(ferrisson::StoreKind::Redis.is_available());
     /// ```
     pub const fn is_available(self) -> bool {
-        matches!(self, Self::Redis | Self::Memory | Self::ZooKeeper)
+        matches!(
+            self,
+            Self::Redis | Self::Memory | Self::Postgres | Self::MySql | Self::ZooKeeper
+        )
     }
 
     /// The error for a URL of this store in a build without it.

@@ -1,7 +1,7 @@
 //! `ferrisson::connect` picks the store by URL; a store this build lacks is a typed
 //! error naming what to do.
 
-use ferrisson::{DistributedLock, Error, Guard, StoreKind};
+use ferrisson::{DistributedElection, DistributedLock, Error, Fenced, Guard, StoreKind};
 
 #[tokio::test]
 async fn a_memory_url_names_one_store_per_process() -> anyhow::Result<()> {
@@ -32,13 +32,17 @@ async fn unknown_and_missing_schemes_are_invalid_arguments() {
 
 #[tokio::test]
 async fn a_store_without_its_code_says_so() {
-    for url in [
-        #[cfg(not(feature = "zookeeper"))]
-        "zk://127.0.0.1:2181/app",
-        "etcd://127.0.0.1:2379",
-        "postgres://db/x",
-        "mysql://db/x",
-    ] {
+    let mut urls = vec!["etcd://127.0.0.1:2379"];
+    if !cfg!(feature = "zookeeper") {
+        urls.push("zk://127.0.0.1:2181/app");
+    }
+    if !cfg!(feature = "postgres") {
+        urls.push("postgres://db/x");
+    }
+    if !cfg!(feature = "mysql") {
+        urls.push("mysql://db/x");
+    }
+    for url in urls {
         let kind = StoreKind::of_url(url).expect("known scheme");
         assert!(!kind.is_compiled());
         let error = ferrisson::connect(url).await.expect_err(url);
@@ -68,6 +72,77 @@ async fn a_redis_url_connects_to_redis() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A database URL connects to its lock table: the machine's PostgreSQL and MariaDB (or
+/// those `FERRISSON_TEST_POSTGRES_URL` / `FERRISSON_TEST_MYSQL_URL` name), on a table of
+/// the test's own.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn a_database_url_connects_to_its_lock_table(
+    base: &str,
+    kind: StoreKind,
+) -> anyhow::Result<()> {
+    let table = format!("ferrisson_facade_{:08x}", std::process::id());
+    let client = ferrisson::connect(&format!("{base}?table={table}")).await?;
+    assert_eq!(client.store(), kind);
+    assert!(client.capabilities().iter().all(|c| c.store == kind.name()));
+    let sql = client.as_sql().expect("a database client");
+    sql.create_schema().await?;
+    let lock = client.lock("facade")?;
+    let guard = lock.lock().await?;
+    let guard_token = guard.fencing_token();
+    assert!(guard_token.is_some());
+    assert!(guard.is_held());
+    let other = ferrisson::connect(&format!("{base}?table={table}")).await?;
+    assert!(
+        other.lock("facade")?.try_lock().await?.is_none(),
+        "another client took a held lock"
+    );
+    guard.unlock().await?;
+    // Elections live in the same table.
+    let term = client.election("facade")?.campaign().await?;
+    assert!(Some(term.fencing_token()) > guard_token);
+    term.unlock().await?;
+    // ?lock=advisory: the database's session lock, without a token.
+    let session = ferrisson::connect(&format!("{base}?lock=advisory")).await?;
+    let guard = session.lock(&format!("facade-{table}"))?.lock().await?;
+    assert!(guard.fencing_token().is_none());
+    assert!(guard.is_held());
+    guard.unlock().await?;
+    drop_tables(base, &table).await
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn drop_tables(base: &str, table: &str) -> anyhow::Result<()> {
+    use sqlx::Executor as _;
+    let drop_table = format!("DROP TABLE IF EXISTS {table}");
+    if base.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(base).await?;
+        pool.execute(drop_table.as_str()).await?;
+        pool.execute(format!("DROP SEQUENCE IF EXISTS {table}_fence").as_str())
+            .await?;
+    } else {
+        let pool = sqlx::MySqlPool::connect(base).await?;
+        pool.execute(drop_table.as_str()).await?;
+        pool.execute(format!("DROP TABLE IF EXISTS {table}_fence").as_str())
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn a_postgres_url_connects_to_its_lock_table() -> anyhow::Result<()> {
+    let base = std::env::var("FERRISSON_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    a_database_url_connects_to_its_lock_table(&base, StoreKind::Postgres).await
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn a_mysql_url_connects_to_its_lock_table() -> anyhow::Result<()> {
+    let base = std::env::var("FERRISSON_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+    a_database_url_connects_to_its_lock_table(&base, StoreKind::MySql).await
+}
 #[cfg(feature = "zookeeper")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zk_url_connects_to_zookeeper() -> anyhow::Result<()> {
