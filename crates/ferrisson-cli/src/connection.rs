@@ -35,7 +35,7 @@ const REDIS_SCHEMES: [(&str, bool); 11] = [
 /// carry redis-cli's names.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
-    /// The store's URL: redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS, redis+sentinel://, redis+cluster://), or another store's URL for lock and elect [default: $FERRISSON_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
+    /// The store's URL: redis://[USER:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS, redis+sentinel://, redis+cluster://), or another store's URL for lock and elect (zk://HOST:PORT[,HOST:PORT...][/CHROOT]) [default: $FERRISSON_URL, else $REDIS_URL, else redis://127.0.0.1:6379]
     #[arg(long, visible_alias = "redis", value_name = "URL")]
     url: Option<String>,
 

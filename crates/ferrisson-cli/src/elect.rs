@@ -41,7 +41,8 @@ use crate::terminal::quoted;
 /// are passed on to the group.
 ///
 /// The Redis URL comes from --url, else $FERRISSON_URL, else $REDIS_URL, else
-/// redis://127.0.0.1:6379; TLS as with `ferrisson lock`.
+/// redis://127.0.0.1:6379; TLS as with `ferrisson lock`. On ZooKeeper (--url zk://...)
+/// the election is Curator's LeaderLatch at /ferrisson/elections/NAME.
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

@@ -51,6 +51,11 @@ use crate::terminal::quoted;
 /// (said on stderr); FERRISSON_FENCING_TOKEN comes from the table's fence sequence.
 /// With ?lock=advisory in the URL it takes the database's session lock instead
 /// (pg_try_advisory_lock, GET_LOCK): nothing to create, and no FERRISSON_FENCING_TOKEN.
+///
+/// On ZooKeeper (--url zk://HOST:PORT[,HOST:PORT...][/CHROOT]) the lock is Curator's
+/// InterProcessMutex at /ferrisson/locks/NAME (at NAME itself when it starts with /, to
+/// share a lock with Java services), FERRISSON_FENCING_TOKEN is its node's czxid, and
+/// --lease is the session timeout asked for (the server may grant another).
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {

@@ -323,7 +323,11 @@ fn every_refused_argument_exits_2_before_connecting() -> anyhow::Result<()> {
 #[test]
 fn a_store_left_out_of_the_build_is_refused_naming_its_feature() -> anyhow::Result<()> {
     let left_out = [
-        (true, "zk://127.0.0.1:2181", "zookeeper"),
+        (
+            cfg!(feature = "zookeeper"),
+            "zk://127.0.0.1:2181",
+            "zookeeper",
+        ),
         (cfg!(feature = "etcd"), "etcd://127.0.0.1:2379", "etcd"),
         (
             cfg!(feature = "postgres"),

@@ -8,6 +8,9 @@
 //! Every integration test of the project starts its own server(s) through this crate;
 //! none touches the system Redis on port 6379.
 //!
+//! It also starts private ZooKeeper servers ([`ZooKeeper`]: one standalone server or a
+//! three-member ensemble, each member a JVM of its own on free loopback ports).
+//!
 //! Clusters and Sentinel groups can run protected, as production ones do: TLS only on
 //! every port ([`ClusterBuilder::tls`], [`SentinelBuilder::tls`], with certificates made
 //! for the test) and ACL users with the default user off ([`ClusterBuilder::acl_user`],
@@ -41,6 +44,7 @@ mod slot;
 mod slot_migration;
 mod tls;
 mod wait;
+mod zookeeper;
 
 pub use clock::ClockShift;
 pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
@@ -53,3 +57,4 @@ pub use server::{RedisServer, ServerBuilder, redis_server_binary, valkey_server_
 pub use slot::{CLUSTER_SLOTS, key_slot};
 pub use slot_migration::SlotMigration;
 pub use tls::{ClientAuth, TestCertificates, TlsRedisServer, unrelated_ca_pem};
+pub use zookeeper::{ZooKeeper, four_letter_word, java_binary, zookeeper_jar};

@@ -159,6 +159,23 @@ impl ClientBuilder {
                 }
                 Ok(Client::Etcd(builder.connect().await?))
             }
+            #[cfg(feature = "zookeeper")]
+            StoreKind::ZooKeeper => {
+                // A hold lives as long as the session: the watchdog lease is the session
+                // timeout asked for. Namespaces are chroots, in the URL.
+                let mut builder = ferrisson_zookeeper::Client::builder(&self.url);
+                if let Some(lease) = self.watchdog_lease {
+                    builder = builder.session_timeout(lease);
+                }
+                if self.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
+                    return Err(ferrisson_core::Error::invalid(
+                        "a ZooKeeper namespace is the url's chroot: zk://HOST:PORT/NAMESPACE",
+                    ));
+                }
+                Ok(Client::ZooKeeper(builder.connect().await?))
+            }
+            // Reached only in a build without some store's feature.
+            #[allow(unreachable_patterns)]
             other => Err(other.not_compiled(&self.url)),
         }
     }

@@ -38,6 +38,9 @@ pub enum Client {
     /// An etcd client.
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::Client),
+    /// A ZooKeeper client (one session with a standalone server or an ensemble).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Client),
     /// The in-process store.
     Memory(MemoryStore),
 }
@@ -45,8 +48,9 @@ pub enum Client {
 /// Connects to the store `url` names: `redis://`, `rediss://`, `redis+sentinel://`,
 /// `redis+cluster://` (and their TLS forms), `postgres://` or `postgresql://`,
 /// `mysql://` or `mariadb://` (the database's lock table, created if missing only by
-/// [`ferrisson_sql::Client::create_schema`]), or `memory://NAME` (an in-process store,
-/// shared by every connect to the same name in this process).
+/// [`ferrisson_sql::Client::create_schema`]), `zk://HOST:PORT[,HOST:PORT...][/CHROOT]`
+/// (ZooKeeper), or `memory://NAME` (an in-process store, shared by every connect to the
+/// same name in this process).
 ///
 /// A store's own options (TLS settings, replica acknowledgements, ...) are on its own
 /// builder: `ferrisson::redis::Client::builder(url)`; wrap its client with
@@ -106,6 +110,13 @@ impl From<ferrisson_etcd::Client> for Client {
     }
 }
 
+#[cfg(feature = "zookeeper")]
+impl From<ferrisson_zookeeper::Client> for Client {
+    fn from(client: ferrisson_zookeeper::Client) -> Self {
+        Self::ZooKeeper(client)
+    }
+}
+
 impl From<MemoryStore> for Client {
     fn from(store: MemoryStore) -> Self {
         Self::Memory(store)
@@ -130,6 +141,8 @@ impl Client {
             },
             #[cfg(feature = "etcd")]
             Self::Etcd(_) => StoreKind::Etcd,
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(_) => StoreKind::ZooKeeper,
             Self::Memory(_) => StoreKind::Memory,
         }
     }
@@ -148,6 +161,8 @@ impl Client {
             Self::Sql(client) => ferrisson_sql::capabilities::of(client.dialect()),
             #[cfg(feature = "etcd")]
             Self::Etcd(_) => ferrisson_etcd::CAPABILITIES,
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(_) => ferrisson_zookeeper::CAPABILITIES,
             Self::Memory(_) => ferrisson_core::memory::CAPABILITIES,
         }
     }
@@ -175,6 +190,8 @@ impl Client {
             },
             #[cfg(feature = "etcd")]
             Self::Etcd(client) => AnyLock::Etcd(client.lock(name)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnyLock::ZooKeeper(client.lock(name)?),
             Self::Memory(store) => AnyLock::Memory(store.lock(name)?),
         })
     }
@@ -197,6 +214,8 @@ impl Client {
             Self::Sql(client) => AnyElection::Sql(client.election(name)?),
             #[cfg(feature = "etcd")]
             Self::Etcd(client) => AnyElection::Etcd(client.election(name)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnyElection::ZooKeeper(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
         })
     }
@@ -215,6 +234,10 @@ impl Client {
             Self::Sql(client) => Some(client.watchdog_lease()),
             #[cfg(feature = "etcd")]
             Self::Etcd(client) => Some(client.watchdog_lease()),
+            // A ZooKeeper hold lasts as long as its session, confirmed every third of
+            // its timeout.
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => Some(client.session_timeout()),
             Self::Memory(_) => None,
         }
     }
@@ -260,6 +283,21 @@ impl Client {
     pub fn as_etcd(&self) -> Option<&ferrisson_etcd::Client> {
         match self {
             Self::Etcd(client) => Some(client),
+            _ => None,
+        }
+    }
+
+    /// The ZooKeeper client, when this is one.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// # #[cfg(feature = "zookeeper")]
+    /// assert!(client.as_zookeeper().is_none());
+    /// ```
+    #[cfg(feature = "zookeeper")]
+    pub fn as_zookeeper(&self) -> Option<&ferrisson_zookeeper::Client> {
+        match self {
+            Self::ZooKeeper(client) => Some(client),
             _ => None,
         }
     }

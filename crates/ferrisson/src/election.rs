@@ -18,6 +18,8 @@ macro_rules! each_store {
             $enum::Sql($inner) => $body,
             #[cfg(feature = "etcd")]
             $enum::Etcd($inner) => $body,
+            #[cfg(feature = "zookeeper")]
+            $enum::ZooKeeper($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
@@ -48,6 +50,9 @@ pub enum AnyElection {
     /// An etcd [`Election`](ferrisson_etcd::Election).
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::Election),
+    /// A ZooKeeper [`Election`](ferrisson_zookeeper::Election).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Election),
     /// A memory store election.
     Memory(MemoryElection),
 }
@@ -66,6 +71,9 @@ pub enum AnyLeadership {
     /// An etcd leadership.
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::Leadership),
+    /// A ZooKeeper leadership.
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Leadership),
     /// A memory store leadership.
     Memory(MemoryLeadership),
 }
@@ -92,6 +100,8 @@ impl AnyElection {
             Self::Sql(election) => Self::Sql(election.with_lease(lease)?),
             #[cfg(feature = "etcd")]
             Self::Etcd(election) => Self::Etcd(election.with_lease(lease)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => Self::ZooKeeper(election.with_lease(lease)?),
             Self::Memory(election) => Self::Memory(election.with_lease(lease)?),
         })
     }
@@ -99,8 +109,8 @@ impl AnyElection {
 
 impl AnyElection {
     /// The same election with `id` as this candidate's id, reported to observers of the
-    /// leader where the store keeps one (Redis); a store that keeps none (the in-process
-    /// store) leaves it to the caller.
+    /// leader where the store keeps one (Redis); a store that keeps none (ZooKeeper, the
+    /// in-process store) leaves it to the caller.
     ///
     /// # Errors
     ///
@@ -124,6 +134,11 @@ impl AnyElection {
             // etcd keeps a candidate's id as the value of its key (what `leader()` shows).
             #[cfg(feature = "etcd")]
             Self::Etcd(election) => Self::Etcd(election.with_value(id.into())),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => {
+                let _ = id.into();
+                Self::ZooKeeper(election)
+            }
             Self::Memory(election) => {
                 let _ = id.into();
                 Self::Memory(election)
@@ -151,6 +166,8 @@ impl DistributedElection for AnyElection {
             Self::Sql(election) => AnyLeadership::Sql(election.campaign().await?),
             #[cfg(feature = "etcd")]
             Self::Etcd(election) => AnyLeadership::Etcd(election.campaign().await?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => AnyLeadership::ZooKeeper(election.campaign().await?),
             Self::Memory(election) => AnyLeadership::Memory(election.campaign().await?),
         })
     }
@@ -163,6 +180,10 @@ impl DistributedElection for AnyElection {
             Self::Sql(election) => election.try_campaign().await?.map(AnyLeadership::Sql),
             #[cfg(feature = "etcd")]
             Self::Etcd(election) => election.try_campaign().await?.map(AnyLeadership::Etcd),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => {
+                election.try_campaign().await?.map(AnyLeadership::ZooKeeper)
+            }
             Self::Memory(election) => election.try_campaign().await?.map(AnyLeadership::Memory),
         })
     }
@@ -184,6 +205,11 @@ impl DistributedElection for AnyElection {
                 .campaign_timeout(wait)
                 .await?
                 .map(AnyLeadership::Etcd),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(election) => election
+                .campaign_timeout(wait)
+                .await?
+                .map(AnyLeadership::ZooKeeper),
             Self::Memory(election) => election
                 .campaign_timeout(wait)
                 .await?

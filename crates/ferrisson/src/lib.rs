@@ -37,6 +37,8 @@
 //!   `ferrisson-sql` crate; either feature compiles both drivers).
 //! - `etcd`: the etcd store (`etcd://HOST:PORT[,HOST:PORT...]`), `ferrisson::etcd`;
 //!   its locks queue with `etcdctl lock` on the same name.
+//! - `zookeeper`: the ZooKeeper store, [`zookeeper`]
+//!   (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
 //!
 //! The in-process store ([`memory`]) is always there.
 
@@ -73,6 +75,10 @@ pub use ferrisson_etcd as etcd;
 /// (the `ferrisson-sql` crate).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use ferrisson_sql as sql;
+/// The ZooKeeper store: its client, Curator-compatible lock and election (the
+/// `ferrisson-zookeeper` crate).
+#[cfg(feature = "zookeeper")]
+pub use ferrisson_zookeeper as zookeeper;
 
 /// Metric names, labels and spans, the same for every store.
 pub mod metrics {
@@ -98,6 +104,8 @@ pub fn capabilities() -> Vec<Capabilities> {
     all.extend_from_slice(ferrisson_sql::capabilities::MYSQL);
     #[cfg(feature = "etcd")]
     all.extend_from_slice(ferrisson_etcd::CAPABILITIES);
+    #[cfg(feature = "zookeeper")]
+    all.extend_from_slice(ferrisson_zookeeper::CAPABILITIES);
     all.extend_from_slice(ferrisson_core::memory::CAPABILITIES);
     all
 }

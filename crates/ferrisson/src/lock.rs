@@ -35,6 +35,9 @@ pub enum AnyLock {
     /// An etcd [`Lock`](ferrisson_etcd::Lock).
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::Lock),
+    /// A ZooKeeper [`Lock`](ferrisson_zookeeper::Lock).
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::Lock),
     /// A memory store lock.
     Memory(MemoryLock),
 }
@@ -56,6 +59,9 @@ pub enum AnyGuard {
     /// An etcd lock's guard.
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::LockGuard),
+    /// A ZooKeeper lock's guard.
+    #[cfg(feature = "zookeeper")]
+    ZooKeeper(ferrisson_zookeeper::LockGuard),
     /// A memory store lock's guard.
     Memory(MemoryLockGuard),
 }
@@ -72,6 +78,8 @@ macro_rules! each_store {
             $enum::SqlSession($inner) => $body,
             #[cfg(feature = "etcd")]
             $enum::Etcd($inner) => $body,
+            #[cfg(feature = "zookeeper")]
+            $enum::ZooKeeper($inner) => $body,
             $enum::Memory($inner) => $body,
         }
     };
@@ -102,6 +110,8 @@ impl AnyLock {
             Self::SqlSession(lock) => Self::SqlSession(lock.with_lease(lease)?),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => Self::Etcd(lock.with_lease(lease)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => Self::ZooKeeper(lock.with_lease(lease)?),
             Self::Memory(lock) => Self::Memory(lock.with_lease(lease)?),
         })
     }
@@ -128,6 +138,8 @@ impl DistributedLock for AnyLock {
             Self::SqlSession(lock) => AnyGuard::SqlSession(lock.lock().await?),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => AnyGuard::Etcd(lock.lock().await?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => AnyGuard::ZooKeeper(lock.lock().await?),
             Self::Memory(lock) => AnyGuard::Memory(lock.lock().await?),
         })
     }
@@ -142,6 +154,8 @@ impl DistributedLock for AnyLock {
             Self::SqlSession(lock) => lock.try_lock().await?.map(AnyGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => lock.try_lock().await?.map(AnyGuard::Etcd),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => lock.try_lock().await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.try_lock().await?.map(AnyGuard::Memory),
         })
     }
@@ -158,6 +172,8 @@ impl DistributedLock for AnyLock {
             Self::SqlSession(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Etcd),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::ZooKeeper),
             Self::Memory(lock) => lock.lock_timeout(wait).await?.map(AnyGuard::Memory),
         })
     }
@@ -185,6 +201,8 @@ impl AnyGuard {
             Self::SqlSession(_) => None,
             #[cfg(feature = "etcd")]
             Self::Etcd(guard) => Some(Fenced::fencing_token(guard)),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(guard) => Some(Fenced::fencing_token(guard)),
             Self::Memory(guard) => Some(Fenced::fencing_token(guard)),
         }
     }

@@ -118,8 +118,8 @@ impl StoreKind {
             Self::Redis => cfg!(feature = "redis"),
             Self::Postgres => cfg!(feature = "postgres"),
             Self::MySql => cfg!(feature = "mysql"),
+            Self::ZooKeeper => cfg!(feature = "zookeeper"),
             Self::Etcd => cfg!(feature = "etcd"),
-            Self::ZooKeeper => false,
         }
     }
 
@@ -132,7 +132,12 @@ impl StoreKind {
     pub const fn is_available(self) -> bool {
         matches!(
             self,
-            Self::Redis | Self::Memory | Self::Postgres | Self::MySql | Self::Etcd
+            Self::Redis
+                | Self::Memory
+                | Self::Postgres
+                | Self::MySql
+                | Self::ZooKeeper
+                | Self::Etcd
         )
     }
 

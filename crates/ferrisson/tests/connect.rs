@@ -32,7 +32,10 @@ async fn unknown_and_missing_schemes_are_invalid_arguments() {
 
 #[tokio::test]
 async fn a_store_without_its_code_says_so() {
-    let mut urls = vec!["zk://127.0.0.1:2181/app"];
+    let mut urls = Vec::new();
+    if !cfg!(feature = "zookeeper") {
+        urls.push("zk://127.0.0.1:2181/app");
+    }
     if !cfg!(feature = "postgres") {
         urls.push("postgres://db/x");
     }
@@ -180,6 +183,26 @@ async fn an_etcd_url_connects_to_etcd() -> anyhow::Result<()> {
     assert!(again.fencing_token() > Some(token));
     again.unlock().await?;
     let term = client.election("facade-election")?.campaign().await?;
+    assert!(term.is_held());
+    term.unlock().await?;
+    Ok(())
+}
+
+#[cfg(feature = "zookeeper")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zk_url_connects_to_zookeeper() -> anyhow::Result<()> {
+    use ferrisson::DistributedElection;
+
+    let zk = tokio::task::spawn_blocking(ferrisson_testkit::ZooKeeper::standalone).await??;
+    let client = ferrisson::connect(&format!("{}/facade", zk.url())).await?;
+    assert_eq!(client.store(), StoreKind::ZooKeeper);
+    assert!(client.capabilities().iter().all(|c| c.store == "zookeeper"));
+    let lock = client.lock("facade")?;
+    let guard = lock.lock().await?;
+    assert!(guard.fencing_token().is_some());
+    assert!(guard.is_held());
+    guard.unlock().await?;
+    let term = client.election("facade")?.campaign().await?;
     assert!(term.is_held());
     term.unlock().await?;
     Ok(())

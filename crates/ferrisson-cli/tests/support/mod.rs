@@ -96,20 +96,20 @@ pub fn holding(subcommand: &str, url: &str, args: &[&str]) -> Command {
 /// without running its command and says `why` on stderr.
 pub fn wait_runs_out_with_75(subcommand: &str, why: &str) -> anyhow::Result<()> {
     let server = ferrisson_testkit::RedisServer::start()?;
+    wait_runs_out_with_75_at(&server.url(), subcommand, why)
+}
+
+/// [`wait_runs_out_with_75`] against the store at `url`.
+pub fn wait_runs_out_with_75_at(url: &str, subcommand: &str, why: &str) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let ready = Fifo::new(dir.path(), "ready")?;
     let script = format!("echo ready > {}; exec sleep 600", ready.path());
-    let mut holder = holding(
-        subcommand,
-        &server.url(),
-        &["busy", "--", "sh", "-c", &script],
-    )
-    .spawn()?;
+    let mut holder = holding(subcommand, url, &["busy", "--", "sh", "-c", &script]).spawn()?;
     assert_eq!(ready.read()?, "ready\n");
     let ran = dir.path().join("ran");
     let output = holding(
         subcommand,
-        &server.url(),
+        url,
         &[
             "--wait",
             "200ms",
