@@ -18,6 +18,7 @@ use crate::expect::expected;
 use crate::load::{LoadResult, MakeRequest, fire, http_client, instance};
 use crate::machine::Machine;
 use crate::options::LabOptions;
+use crate::other_stores::OtherStores;
 use crate::report::{Report, VariantRow, VoucherRow};
 use crate::scratch::ScratchDb;
 use crate::servers::start_servers;
@@ -72,7 +73,14 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     let report = result?;
     dropped?;
 
-    // The store trade-off, on the servers above, once the instances are stopped.
+    // The store trade-off, on the servers above, once the instances are stopped, and on
+    // the other stores the lab can reach or start.
+    let skipped = options.store_time.is_zero();
+    let others = if skipped {
+        None
+    } else {
+        Some(OtherStores::reach().await)
+    };
     let servers = StoreServers {
         redis_words: report.redis.clone(),
         redis: redis_url,
@@ -82,22 +90,36 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
             format!("{} Redis servers given with --redlock-redis", redlock.len())
         },
         redlock,
+        others: others
+            .as_ref()
+            .map(|o| o.stores.clone())
+            .unwrap_or_default(),
     };
-    let stores = if options.store_time.is_zero() {
+    let stores = if skipped {
         Vec::new()
     } else {
         measure_stores(&servers, options.store_time).await
     };
-    let skipped = options.store_time.is_zero();
-    let mut report = report.with_stores(options.store_time, stores, |id| match id {
-        _ if skipped && matches!(id, "redis-lock" | "fair-lock" | "redlock") => {
-            Some("the store measurement was skipped (--store-time 0s)".into())
+    let left_out = others
+        .as_ref()
+        .map(|o| o.left_out.clone())
+        .unwrap_or_default();
+    let mut report = report.with_stores(options.store_time, stores, |id| {
+        if skipped {
+            return Some("the store measurement was skipped (--store-time 0s)".into());
         }
-        "redlock" => {
-            Some("the redlock variant was not run, so the lab started no Redlock servers".into())
+        if id == "redlock" {
+            return Some(
+                "the redlock variant was not run, so the lab started no Redlock servers".into(),
+            );
         }
-        _ => None,
+        left_out
+            .iter()
+            .find(|(store, _)| *store == id)
+            .map(|(_, why)| why.clone())
     });
+    // The servers the lab started for the measurement stop here.
+    drop(others);
     machine.finish();
     report.machine = machine;
     report.write(&options.out)?;

@@ -1,8 +1,9 @@
 //! The trade-off between stores, measured: a few seconds per lock against the servers
 //! the lab already started (the Redis lock and the fair lock on the lab's Redis, Redlock
-//! over its three servers): how long one uncontended lock + unlock takes, how long a
-//! hand-off from one client to a waiting one takes, and how many lock + unlock pairs
-//! per second 64 tasks get on 64 locks at once.
+//! over its three servers) and the other stores it could reach or start (the machine's
+//! PostgreSQL and MariaDB lock tables, a ZooKeeper and an etcd of its own): how long one
+//! uncontended lock + unlock takes, how long a hand-off from one client to a waiting one
+//! takes, and how many lock + unlock pairs per second 64 tasks get on 64 locks at once.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,6 +142,32 @@ pub struct StoreServers {
     pub redlock: Vec<String>,
     /// Those servers in words.
     pub redlock_words: String,
+    /// The other stores to measure, through the store-neutral client.
+    pub others: Vec<OtherStore>,
+}
+
+/// A store measured through the store-neutral client (`ferrisson::connect`): its id in
+/// [`KNOWN_STORES`], what its lock is, where it runs, and its URL.
+///
+/// ```
+/// let zk = seckill_lab::OtherStore {
+///     id: "zookeeper",
+///     lock: "Lock (Curator's InterProcessMutex)",
+///     words: "a ZooKeeper server started by the lab".into(),
+///     url: "zk://127.0.0.1:2181/lab".into(),
+/// };
+/// assert_eq!(zk.id, "zookeeper");
+/// ```
+#[derive(Debug, Clone)]
+pub struct OtherStore {
+    /// Its id in [`KNOWN_STORES`].
+    pub id: &'static str,
+    /// Its lock, in words.
+    pub lock: &'static str,
+    /// Where it runs, in words.
+    pub words: String,
+    /// Its URL (a database's with `?table=`: the lab's own lock table).
+    pub url: String,
 }
 
 /// Measures every store the lab has servers for, each for three phases of `phase`.
@@ -157,6 +184,7 @@ pub struct StoreServers {
 ///     redis_words: "one Redis server".into(),
 ///     redlock: Vec::new(),
 ///     redlock_words: String::new(),
+///     others: Vec::new(),
 /// };
 /// let rows = measure_stores(&servers, Duration::from_millis(500)).await;
 /// assert_eq!(rows.len(), 2, "the Redis lock and the fair lock; no Redlock servers");
@@ -220,7 +248,35 @@ pub async fn measure_stores(servers: &StoreServers, phase: Duration) -> Vec<Stor
             .await,
         );
     }
+    for other in &servers.others {
+        rows.push(
+            measure_one(other.id, other.lock, &other.words, phase, || async {
+                let (a, b) = (any_client(&other.url).await?, any_client(&other.url).await?);
+                let make = move |c: &ferrisson::Client,
+                                 name: &str|
+                      -> anyhow::Result<ferrisson::AnyLock> {
+                    Ok(c.lock(name)?)
+                };
+                Ok((a, b, make))
+            })
+            .await,
+        );
+    }
     rows
+}
+
+/// A client of any store; a database's lock table is created when missing (the lab's
+/// own table, named in the URL).
+async fn any_client(url: &str) -> anyhow::Result<ferrisson::Client> {
+    let client = ferrisson::connect(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect for the store measurement: {e}"))?;
+    if let Some(sql) = client.as_sql() {
+        sql.create_schema()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the lab's lock table: {e}"))?;
+    }
+    Ok(client)
 }
 
 async fn client(url: &str) -> anyhow::Result<Client> {

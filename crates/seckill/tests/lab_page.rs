@@ -55,7 +55,18 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
     };
     let report = seckill_lab::run(&options).await.expect("lab runs");
     println!("{}", report.table());
-    assert_eq!(report.stores.len(), 3, "Redis lock, fair lock, Redlock");
+    // Every store the lab knows, on a machine that has them all (as CI installs them):
+    // the Redis lock, fair lock and Redlock, both databases' lock tables, ZooKeeper, etcd.
+    let measured: Vec<&str> = report.stores.iter().map(|s| s.store.as_str()).collect();
+    assert_eq!(
+        measured.len(),
+        seckill_lab::KNOWN_STORES.len(),
+        "{measured:?}; left out: {:?}",
+        report.stores_left_out
+    );
+    for store in &report.stores {
+        assert!(store.error.is_none(), "{}: {:?}", store.store, store.error);
+    }
 
     let browser = Chromium::launch().await.expect("chromium starts");
     let page = browser
@@ -82,11 +93,12 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
             "{selector}: {seen:?}"
         );
     }
-    let left_out: Shown = page.eval(&shown("#stores-left-out")).await.expect("eval");
-    assert!(
-        left_out.visible && left_out.text.contains("PostgreSQL") && left_out.text.contains("etcd"),
-        "{left_out:?}"
-    );
+    // Nothing left out, so no such line.
+    let left_out: bool = page
+        .eval("document.querySelector('#stores-left-out') === null")
+        .await
+        .expect("eval");
+    assert!(left_out, "a left-out line although every store was measured");
     // The charts are drawn (three for the run, one for the watchdog's TTL), and the page
     // runs no script: the tables and charts need none.
     let charts: Vec<[f64; 2]> = page
