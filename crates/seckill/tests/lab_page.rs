@@ -98,7 +98,10 @@ async fn the_report_page_shows_every_verdict_and_the_store_table() {
         .eval("document.querySelector('#stores-left-out') === null")
         .await
         .expect("eval");
-    assert!(left_out, "a left-out line although every store was measured");
+    assert!(
+        left_out,
+        "a left-out line although every store was measured"
+    );
     // The charts are drawn (three for the run, one for the watchdog's TTL), and the page
     // runs no script: the tables and charts need none.
     let charts: Vec<[f64; 2]> = page
