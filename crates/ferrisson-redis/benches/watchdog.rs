@@ -11,7 +11,7 @@
 //! master (one pipeline of up to 100 `PEXPIRE` per 100 keys of a master); a script call
 //! may only touch keys of one hash slot there, so the bare script (and the watchdog)
 //! send one call per slot of up to 100 keys. Their keys hash to the same slots as the
-//! locks' (`m6:floor:{m6:lock:N}`). Redis's counters are summed over the masters.
+//! locks' (`watchdog:floor:{watchdog:lock:N}`). Redis's counters are summed over the masters.
 //!
 //! For each lease (the client's default, 30 s, then 3 s to make the numbers bigger) and
 //! each number of locks:
@@ -260,15 +260,15 @@ struct Row {
     acquired_in: Option<Duration>,
 }
 
-/// The reference rows' plain keys: `m6:floor:N` on one server; elsewhere
-/// `m6:floor:{m6:lock:N}`, in the hash slot of the lock `m6:lock:N`.
+/// The reference rows' plain keys: `watchdog:floor:N` on one server; elsewhere
+/// `watchdog:floor:{watchdog:lock:N}`, in the hash slot of the lock `watchdog:lock:N`.
 fn floor_keys(topology: Topology, keys: usize) -> Vec<String> {
     (0..keys)
         .map(|i| {
             if topology.is_single() {
-                format!("m6:floor:{i}")
+                format!("watchdog:floor:{i}")
             } else {
-                format!("m6:floor:{{m6:lock:{i}}}")
+                format!("watchdog:floor:{{watchdog:lock:{i}}}")
             }
         })
         .collect()
@@ -459,7 +459,7 @@ async fn watchdog_row(
     let guards: Vec<LockGuard> = futures_util::stream::iter(0..locks)
         .map(|i| {
             let client = client.clone();
-            async move { client.lock(&format!("m6:lock:{i}"))?.lock().await }
+            async move { client.lock(&format!("watchdog:lock:{i}"))?.lock().await }
         })
         .buffer_unordered(ACQUIRE_TASKS)
         .try_collect()
