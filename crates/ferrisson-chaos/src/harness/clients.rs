@@ -42,3 +42,17 @@ pub(crate) async fn connect_acked(
         .connect()
         .await?)
 }
+
+/// As [`connect`], for any store the facade connects to (the URL picks it): the run's
+/// watchdog lease everywhere, and Redis's patience of [`connect`].
+pub(crate) async fn connect_any(url: &str, lease: Duration) -> anyhow::Result<ferrisson::Client> {
+    Ok(ferrisson::Client::builder(url)
+        .watchdog_lease(lease)
+        .redis(move |redis| {
+            redis
+                .response_timeout(lease * 10)
+                .connect_timeout(lease * 10)
+        })
+        .connect()
+        .await?)
+}

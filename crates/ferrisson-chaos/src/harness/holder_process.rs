@@ -18,17 +18,19 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use ferrisson::redis::LockGuard;
+use ferrisson::{AnyGuard, DistributedLock as _, Guard as _};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::harness::clients::connect;
+use crate::harness::clients::connect_any;
 use crate::harness::config::Config;
 use crate::harness::record::outcome;
 use crate::history::{EventKind, Recorder, ReleaseOutcome};
 
 /// Environment variable that turns a process into the holder of the scenarios that need
-/// one in another process: `URL LOCK_NAME LEASE_MS`.
+/// one in another process: `URL LOCK_NAME LEASE_MS`. The URL names any store the facade
+/// connects to (Redis, PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd); the lock is the
+/// store's default lock (`ferrisson::Client::lock`).
 pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
 
 /// How long the holder may take to answer a line.
@@ -209,16 +211,15 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
         bail!("{HOLDER_ENV} must be `URL NAME LEASE_MS`, got {spec:?}");
     };
     let lease = Duration::from_millis(lease.parse()?);
-    let client = connect(url, lease).await?;
+    let client = connect_any(url, lease).await?;
     let guard = client.lock(name)?.lock().await?;
-    let deadline = |guard: &LockGuard| -> anyhow::Result<u128> {
+    let deadline = |guard: &AnyGuard| -> anyhow::Result<u128> {
         Ok((monotonic()? + guard.remaining()).as_nanos())
     };
-    println!(
-        "holder-token {} {}",
-        guard.fencing_token().get(),
-        deadline(&guard)?
-    );
+    let token = guard
+        .fencing_token()
+        .context("the holder's store gives no fencing token")?;
+    println!("holder-token {} {}", token.get(), deadline(&guard)?);
     let line = tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map(|_| line)
