@@ -10,6 +10,8 @@ use ferrisson_core::{Capabilities, Error, Result};
 
 use crate::election::AnyElection;
 use crate::lock::AnyLock;
+use crate::rwlock::AnyRwLock;
+use crate::semaphore::AnySemaphore;
 use crate::stores::StoreKind;
 
 /// A client of one store, picked by the URL given to [`connect`]; each variant is that
@@ -217,6 +219,69 @@ impl Client {
             #[cfg(feature = "zookeeper")]
             Self::ZooKeeper(client) => AnyElection::ZooKeeper(client.election(name)?),
             Self::Memory(store) => AnyElection::Memory(store.election(name)?),
+        })
+    }
+
+    /// The store's semaphore called `name`, with `permits` permits (see [`AnySemaphore`]
+    /// for how each store keeps the count).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name the store refuses or no permits.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.semaphore("exports", 4).is_ok());
+    /// assert!(client.semaphore("exports", 0).is_err());
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<AnySemaphore> {
+        if permits == 0 {
+            return Err(Error::invalid("a semaphore needs at least one permit"));
+        }
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(client) => AnySemaphore::Redis(crate::semaphore::RedisSemaphore::new(
+                client.expirable_semaphore(name)?,
+                permits,
+            )),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(client) => AnySemaphore::Sql(client.semaphore(name, permits)?),
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnySemaphore::Etcd(client.semaphore(name, permits)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnySemaphore::ZooKeeper(client.semaphore(name, permits)?),
+            Self::Memory(store) => AnySemaphore::Memory(store.semaphore(name, permits)?),
+        })
+    }
+
+    /// The store's read-write lock called `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a name the store refuses;
+    /// [`Error::Unsupported`] on PostgreSQL and MySQL/MariaDB, whose lock table has no
+    /// read-write form.
+    ///
+    /// ```
+    /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
+    /// assert!(client.rwlock("prices").is_ok());
+    /// ```
+    pub fn rwlock(&self, name: &str) -> Result<AnyRwLock> {
+        Ok(match self {
+            #[cfg(feature = "redis")]
+            Self::Redis(client) => AnyRwLock::Redis(client.rwlock(name)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::Sql(_) => {
+                return Err(Error::Unsupported {
+                    store: self.store().name(),
+                    what: "take a read-write lock in its lock table".to_owned(),
+                });
+            }
+            #[cfg(feature = "etcd")]
+            Self::Etcd(client) => AnyRwLock::Etcd(client.rwlock(name)?),
+            #[cfg(feature = "zookeeper")]
+            Self::ZooKeeper(client) => AnyRwLock::ZooKeeper(client.rwlock(name)?),
+            Self::Memory(store) => AnyRwLock::Memory(store.rwlock(name)?),
         })
     }
 

@@ -48,12 +48,18 @@ mod builder;
 mod client;
 mod election;
 mod lock;
+mod rwlock;
+mod semaphore;
 mod stores;
 
 pub use crate::builder::ClientBuilder;
 pub use crate::client::{Client, connect};
 pub use crate::election::{AnyElection, AnyLeadership};
 pub use crate::lock::{AnyGuard, AnyLock};
+pub use crate::rwlock::{AnyReadGuard, AnyRwLock, AnyWriteGuard};
+#[cfg(feature = "redis")]
+pub use crate::semaphore::RedisSemaphore;
+pub use crate::semaphore::{AnyPermit, AnySemaphore};
 pub use crate::stores::StoreKind;
 pub use ferrisson_core::capabilities::{self, Capabilities};
 pub use ferrisson_core::{
