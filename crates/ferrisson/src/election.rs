@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use ferrisson_core::memory::{MemoryElection, MemoryLeadership};
-use ferrisson_core::{
-    Capabilities, DistributedElection, Fenced, FencingToken, Guard, Lease, Result,
-};
+use ferrisson_core::{Capabilities, DistributedElection, Lease, Result};
 
 /// Runs `$body` with `$inner` bound to the variant's value, for every store that has an
 /// election (the lock's `each_store!` also covers the SQL session lock, which has none).
@@ -218,30 +216,5 @@ impl DistributedElection for AnyElection {
     }
 }
 
-impl Guard for AnyLeadership {
-    fn name(&self) -> &str {
-        each_store!(self, Self, term => Guard::name(term))
-    }
-
-    fn is_held(&self) -> bool {
-        each_store!(self, Self, term => Guard::is_held(term))
-    }
-
-    fn remaining(&self) -> Duration {
-        each_store!(self, Self, term => Guard::remaining(term))
-    }
-
-    async fn lost(&self) {
-        each_store!(self, Self, term => Guard::lost(term).await);
-    }
-
-    async fn unlock(self) -> Result<()> {
-        each_store!(self, Self, term => Guard::unlock(term).await)
-    }
-}
-
-impl Fenced for AnyLeadership {
-    fn fencing_token(&self) -> FencingToken {
-        each_store!(self, Self, term => Fenced::fencing_token(term))
-    }
-}
+delegate_guard!(AnyLeadership, each_store);
+delegate_fenced!(AnyLeadership, each_store);

@@ -44,6 +44,9 @@
 
 #![warn(clippy::missing_errors_doc)]
 
+#[macro_use]
+mod dispatch;
+
 mod builder;
 mod client;
 mod election;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use ferrisson_core::memory::{MemoryLock, MemoryLockGuard};
-use ferrisson_core::{Capabilities, DistributedLock, Fenced, FencingToken, Guard, Lease, Result};
+use ferrisson_core::{Capabilities, DistributedLock, Fenced, FencingToken, Lease, Result};
 
 /// The reentrant lock of the client's store ([`Client::lock`](crate::Client::lock)).
 ///
@@ -208,24 +208,4 @@ impl AnyGuard {
     }
 }
 
-impl Guard for AnyGuard {
-    fn name(&self) -> &str {
-        each_store!(self, Self, guard => Guard::name(guard))
-    }
-
-    fn is_held(&self) -> bool {
-        each_store!(self, Self, guard => Guard::is_held(guard))
-    }
-
-    fn remaining(&self) -> Duration {
-        each_store!(self, Self, guard => Guard::remaining(guard))
-    }
-
-    async fn lost(&self) {
-        each_store!(self, Self, guard => Guard::lost(guard).await);
-    }
-
-    async fn unlock(self) -> Result<()> {
-        each_store!(self, Self, guard => Guard::unlock(guard).await)
-    }
-}
+delegate_guard!(AnyGuard, each_store);

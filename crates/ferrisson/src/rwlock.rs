@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use ferrisson_core::memory::{MemoryReadGuard, MemoryRwLock, MemoryWriteGuard};
-use ferrisson_core::{Capabilities, DistributedRwLock, Fenced, FencingToken, Guard, Lease, Result};
+use ferrisson_core::{Capabilities, DistributedRwLock, Lease, Result};
 
 /// Runs `$body` with `$inner` bound to the variant's value, for every store that has a
 /// read-write lock.
@@ -240,52 +240,6 @@ impl DistributedRwLock for AnyRwLock {
     }
 }
 
-impl Guard for AnyReadGuard {
-    fn name(&self) -> &str {
-        each_store!(self, Self, guard => Guard::name(guard))
-    }
-
-    fn is_held(&self) -> bool {
-        each_store!(self, Self, guard => Guard::is_held(guard))
-    }
-
-    fn remaining(&self) -> Duration {
-        each_store!(self, Self, guard => Guard::remaining(guard))
-    }
-
-    async fn lost(&self) {
-        each_store!(self, Self, guard => Guard::lost(guard).await);
-    }
-
-    async fn unlock(self) -> Result<()> {
-        each_store!(self, Self, guard => Guard::unlock(guard).await)
-    }
-}
-
-impl Guard for AnyWriteGuard {
-    fn name(&self) -> &str {
-        each_store!(self, Self, guard => Guard::name(guard))
-    }
-
-    fn is_held(&self) -> bool {
-        each_store!(self, Self, guard => Guard::is_held(guard))
-    }
-
-    fn remaining(&self) -> Duration {
-        each_store!(self, Self, guard => Guard::remaining(guard))
-    }
-
-    async fn lost(&self) {
-        each_store!(self, Self, guard => Guard::lost(guard).await);
-    }
-
-    async fn unlock(self) -> Result<()> {
-        each_store!(self, Self, guard => Guard::unlock(guard).await)
-    }
-}
-
-impl Fenced for AnyWriteGuard {
-    fn fencing_token(&self) -> FencingToken {
-        each_store!(self, Self, guard => Fenced::fencing_token(guard))
-    }
-}
+delegate_guard!(AnyReadGuard, each_store);
+delegate_guard!(AnyWriteGuard, each_store);
+delegate_fenced!(AnyWriteGuard, each_store);
