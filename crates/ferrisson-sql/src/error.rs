@@ -29,6 +29,19 @@ pub enum SqlError {
         cause: sqlx::Error,
     },
 
+    /// The database broke a deadlock by failing this wait: PostgreSQL's `40P01`
+    /// (`deadlock_detected`), MySQL's 3058 (`ER_USER_LOCK_DEADLOCK`, between `GET_LOCK`
+    /// waits) or MariaDB's 1213 (`ER_LOCK_DEADLOCK`, which it raises for `GET_LOCK` waits
+    /// too). Nothing was acquired by the failed wait: release what else you hold, then
+    /// try again.
+    #[error("{store}: deadlock: the database failed this wait to break a cycle of waiters")]
+    Deadlock {
+        /// `postgres` or `mysql`.
+        store: &'static str,
+        /// The driver's error.
+        cause: sqlx::Error,
+    },
+
     /// The lock table (or its fence sequence) does not exist.
     #[error(
         "{store}: the lock table {table} does not exist: create it with Client::create_schema() or the DDL in ferrisson-sql's docs"
@@ -50,7 +63,7 @@ impl SqlError {
     /// ```
     pub fn database_error(&self) -> Option<&sqlx::Error> {
         match self {
-            Self::Database { cause, .. } => Some(cause),
+            Self::Database { cause, .. } | Self::Deadlock { cause, .. } => Some(cause),
             Self::MissingSchema { .. } => None,
         }
     }
@@ -73,15 +86,19 @@ impl SqlError {
 impl StoreError for SqlError {
     fn store(&self) -> &'static str {
         match self {
-            Self::Database { store, .. } | Self::MissingSchema { store, .. } => store,
+            Self::Database { store, .. }
+            | Self::Deadlock { store, .. }
+            | Self::MissingSchema { store, .. } => store,
         }
     }
 
     fn is_transient(&self) -> bool {
-        matches!(
-            self.database_error(),
-            Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_))
-        )
+        // A deadlock victim may simply try again.
+        matches!(self, Self::Deadlock { .. })
+            || matches!(
+                self.database_error(),
+                Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_))
+            )
     }
 
     fn maybe_executed(&self) -> bool {
@@ -120,8 +137,33 @@ pub(crate) fn db_error(dialect: Dialect, table: &str, cause: sqlx::Error) -> Err
             table: table.to_owned(),
         });
     }
+    if is_deadlock(&cause) {
+        return Error::store(SqlError::Deadlock {
+            store: dialect.store(),
+            cause,
+        });
+    }
     Error::store(SqlError::Database {
         store: dialect.store(),
         cause,
     })
+}
+
+/// PostgreSQL's `deadlock_detected`.
+const PG_DEADLOCK: &str = "40P01";
+/// MySQL's `ER_USER_LOCK_DEADLOCK`: a `GET_LOCK` wait that would close a cycle.
+const ER_USER_LOCK_DEADLOCK: u16 = 3058;
+/// `ER_LOCK_DEADLOCK`: MariaDB's answer to the same `GET_LOCK` cycle (and any InnoDB
+/// deadlock on either server).
+const ER_LOCK_DEADLOCK: u16 = 1213;
+
+/// Whether the database failed this statement to break a deadlock.
+pub(crate) fn is_deadlock(cause: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = cause else {
+        return false;
+    };
+    if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(mysql.number(), ER_USER_LOCK_DEADLOCK | ER_LOCK_DEADLOCK);
+    }
+    db.code().as_deref() == Some(PG_DEADLOCK)
 }

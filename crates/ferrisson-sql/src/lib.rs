@@ -136,9 +136,12 @@ mod hold;
 mod schema;
 mod semaphore;
 mod session;
+mod session_claim;
 mod session_lock;
+mod session_rwlock;
 mod statements;
 mod table_lock;
+mod transaction_lock;
 mod wake;
 
 pub use crate::client::{
@@ -151,8 +154,10 @@ pub use crate::error::SqlError;
 pub use crate::semaphore::{MAX_PERMITS, TablePermit, TableSemaphore};
 pub use crate::session::{advisory_key, mysql_lock_name};
 pub use crate::session_lock::{SessionLock, SessionLockGuard};
+pub use crate::session_rwlock::{SessionReadGuard, SessionRwLock, SessionWriteGuard};
 pub use crate::table_lock::{MAX_NAME_LEN, TableLock, TableLockGuard};
+pub use crate::transaction_lock::{TransactionLock, TransactionLockGuard};
 pub use ferrisson_core::{
-    self, DistributedElection, DistributedLock, DistributedSemaphore, Error, Fenced, FencingToken,
-    Guard, Lease, Permit, Result,
+    self, DistributedElection, DistributedLock, DistributedRwLock, DistributedSemaphore, Error,
+    Fenced, FencingToken, Guard, Lease, Permit, Result,
 };
