@@ -55,7 +55,7 @@ const SESSION_WAIT: Wait = Wait::Polled(
     "a try, then waits of at most 20 ms in the server's queue (lock_timeout; pg_locks re-checked after 55P03) between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );
 const MYSQL_SESSION_WAIT: Wait = Wait::Polled(
-    "GET_LOCK(name, 0) every 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+    "GET_LOCK(name, 0), then GET_LOCK(name, 0.02) (MariaDB waits 20 ms; MySQL rounds it to a try) between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );
 
 /// [`SessionLock`](crate::SessionLock) on PostgreSQL (an advisory lock).
@@ -118,7 +118,7 @@ pub const MYSQL_SESSION_LOCK: Capabilities = Capabilities::new(
     Reentry::PerTask,
     false,
     Validity::Session(
-        "GET_LOCK(name, 0) on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+        "GET_LOCK on the client's one session connection, shared by all its session locks, pinged every heartbeat",
     ),
     Fencing::None,
     SESSION_LOST,

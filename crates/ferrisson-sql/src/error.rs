@@ -167,3 +167,96 @@ pub(crate) fn is_deadlock(cause: &sqlx::Error) -> bool {
     }
     db.code().as_deref() == Some(PG_DEADLOCK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection as _;
+    use sqlx::mysql::MySqlConnection;
+
+    fn mysql_url() -> String {
+        std::env::var("FERRISSON_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
+    }
+
+    /// Two sessions each holding the `GET_LOCK` the other waits for: the server fails
+    /// the wait that closes the cycle (MariaDB: 1213, MySQL: 3058), and that failure is
+    /// the typed deadlock error.
+    #[tokio::test]
+    async fn crossing_get_lock_waits_are_a_typed_deadlock() -> anyhow::Result<()> {
+        let url = mysql_url();
+        let mut a = MySqlConnection::connect(&url).await?;
+        let mut b = MySqlConnection::connect(&url).await?;
+        let mut watcher = MySqlConnection::connect(&url).await?;
+        let suffix: u64 = rand::random();
+        let (one, two) = (format!("dl-1-{suffix:x}"), format!("dl-2-{suffix:x}"));
+        for (conn, name) in [(&mut a, &one), (&mut b, &two)] {
+            let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+                .bind(name)
+                .fetch_one(conn)
+                .await?;
+            assert_eq!(got, Some(1));
+        }
+        let a_id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+            .fetch_one(&mut a)
+            .await?;
+        let two_for_a = two.clone();
+        let a_waits = tokio::spawn(async move {
+            let got = sqlx::query_scalar::<_, Option<i64>>("SELECT GET_LOCK(?, 30)")
+                .bind(two_for_a)
+                .fetch_one(&mut a)
+                .await;
+            (a, got)
+        });
+        // Until the server shows A waiting (its state, not this process's: polled).
+        let started = tokio::time::Instant::now();
+        loop {
+            anyhow::ensure!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "the first wait never showed"
+            );
+            let state: Option<String> =
+                sqlx::query_scalar("SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = ?")
+                    .bind(a_id)
+                    .fetch_optional(&mut watcher)
+                    .await?;
+            if state.as_deref() == Some("User lock") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let closing = sqlx::query_scalar::<_, Option<i64>>("SELECT GET_LOCK(?, 30)")
+            .bind(&one)
+            .fetch_one(&mut b)
+            .await;
+        let cause = closing
+            .err()
+            .ok_or_else(|| anyhow::anyhow!("the cycle was granted"))?;
+        assert!(is_deadlock(&cause), "{cause}");
+        let error = db_error(Dialect::MySql, "t", cause);
+        assert!(
+            matches!(
+                error.store_error::<SqlError>(),
+                Some(SqlError::Deadlock { store: "mysql", .. })
+            ),
+            "{error}"
+        );
+        assert!(error.is_transient());
+        sqlx::query("SELECT RELEASE_ALL_LOCKS()")
+            .execute(&mut b)
+            .await?;
+        let (_a, got) = a_waits.await?;
+        assert_eq!(got?, Some(1), "the survivor did not get its lock");
+        Ok(())
+    }
+
+    #[test]
+    fn other_errors_are_not_deadlocks() {
+        assert!(!is_deadlock(&sqlx::Error::PoolTimedOut));
+        let error = db_error(Dialect::Postgres, "t", sqlx::Error::PoolTimedOut);
+        assert!(matches!(
+            error.store_error::<SqlError>(),
+            Some(SqlError::Database { .. })
+        ));
+    }
+}

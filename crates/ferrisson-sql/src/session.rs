@@ -287,8 +287,9 @@ impl Session {
 
     /// Tries the lock once on the session: without waiting when `wait` is zero, else (on
     /// PostgreSQL) waiting at most `wait` in the database's own queue, bounded by
-    /// `lock_timeout`. A wait is only asked for when the session holds nothing else on
-    /// the key (the condition of [`grant_landed`]); MySQL never waits here.
+    /// `lock_timeout` (on MySQL/MariaDB, `GET_LOCK(name, seconds)`). A wait is only asked
+    /// for when the session holds nothing else on the key (the condition of
+    /// [`grant_landed`]).
     pub(crate) async fn try_lock(&self, key: &Key, mode: Mode, wait: Duration) -> Result<Tried> {
         let mut slot = self.conn.lock().await;
         let (generation, conn) = self.open(&mut slot).await?;
@@ -316,8 +317,11 @@ impl Session {
                         what: "take a shared lock with GET_LOCK".into(),
                     });
                 }
-                sqlx::query_scalar::<_, Option<i64>>("SELECT GET_LOCK(?, 0)")
+                // Seconds; MariaDB waits for fractions, MySQL rounds a short slice down to
+                // a plain try. A timed-out GET_LOCK answers 0: no grant can hide behind it.
+                sqlx::query_scalar::<_, Option<i64>>("SELECT GET_LOCK(?, ?)")
                     .bind(name.as_str())
+                    .bind(wait.as_secs_f64())
                     .fetch_one(conn)
                     .await
                     .map(|got| got.map(|got| got == 1))
@@ -519,6 +523,98 @@ mod tests {
         let hashed = mysql_lock_name("A");
         assert_eq!(hashed.len(), 64);
         assert!(hashed.starts_with(HASHED_PREFIX));
+    }
+
+    fn postgres_url() -> String {
+        std::env::var("FERRISSON_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    }
+
+    fn fresh_key() -> i64 {
+        rand::random()
+    }
+
+    /// The decision after a `55P03`, on server states built for it: a grant held on the
+    /// connection (what a grant landing as the timeout fires leaves) is found, in its
+    /// mode only; one held by another connection, or released, is not.
+    #[tokio::test]
+    async fn a_grant_that_landed_is_found_in_pg_locks() -> anyhow::Result<()> {
+        let url = postgres_url();
+        let mut mine = PgConnection::connect(&url).await?;
+        let mut other = PgConnection::connect(&url).await?;
+        let key = fresh_key();
+        assert!(!grant_landed(&mut mine, key, Mode::Exclusive).await?);
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut mine)
+            .await?;
+        assert!(grant_landed(&mut mine, key, Mode::Exclusive).await?);
+        assert!(!grant_landed(&mut mine, key, Mode::Shared).await?);
+        assert!(!grant_landed(&mut mine, key.wrapping_add(1), Mode::Exclusive).await?);
+        assert!(!grant_landed(&mut other, key, Mode::Exclusive).await?);
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(key)
+            .execute(&mut mine)
+            .await?;
+        assert!(!grant_landed(&mut mine, key, Mode::Exclusive).await?);
+        // Both halves of a negative key (its high bit set) map onto pg_locks' unsigned
+        // columns.
+        let negative = -(key.checked_abs().unwrap_or(1).max(1));
+        sqlx::query("SELECT pg_advisory_lock_shared($1)")
+            .bind(negative)
+            .execute(&mut other)
+            .await?;
+        assert!(grant_landed(&mut other, negative, Mode::Shared).await?);
+        Ok(())
+    }
+
+    /// A wait cut off by `lock_timeout` leaves the session as it found it: no
+    /// transaction open, no lock, `lock_timeout` at its usual value; and a wait whose
+    /// lock is freed in time gets it.
+    #[tokio::test]
+    async fn a_timed_out_wait_leaves_the_session_clean() -> anyhow::Result<()> {
+        let url = postgres_url();
+        let mut waiter = PgConnection::connect(&url).await?;
+        let mut holder = PgConnection::connect(&url).await?;
+        let key = fresh_key();
+        let usual: String = sqlx::query_scalar("SELECT current_setting('lock_timeout')")
+            .fetch_one(&mut waiter)
+            .await?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(key)
+            .execute(&mut holder)
+            .await?;
+        assert_eq!(
+            wait_on_postgres(&mut waiter, key, Mode::Exclusive, 30).await?,
+            Some(false)
+        );
+        // SAVEPOINT outside a transaction block fails with no_active_sql_transaction.
+        let outside = sqlx::query("SAVEPOINT probe").execute(&mut waiter).await;
+        let code = match &outside {
+            Err(sqlx::Error::Database(db)) => db.code().map(std::borrow::Cow::into_owned),
+            _ => None,
+        };
+        assert_eq!(
+            code.as_deref(),
+            Some("25P01"),
+            "a transaction was left open"
+        );
+        let setting: String = sqlx::query_scalar("SELECT current_setting('lock_timeout')")
+            .fetch_one(&mut waiter)
+            .await?;
+        assert_eq!(setting, usual);
+        assert!(!grant_landed(&mut waiter, key, Mode::Exclusive).await?);
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(key)
+            .execute(&mut holder)
+            .await?;
+        assert_eq!(
+            wait_on_postgres(&mut waiter, key, Mode::Exclusive, 30).await?,
+            Some(true)
+        );
+        // The grant outlives the wait's own transaction: it is a session lock.
+        assert!(grant_landed(&mut waiter, key, Mode::Exclusive).await?);
+        Ok(())
     }
 
     fn hex8(hex: &str) -> [u8; 8] {

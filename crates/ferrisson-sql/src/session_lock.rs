@@ -14,17 +14,25 @@ use crate::session::{Key, Mode};
 use crate::session_claim::{Claim, Held};
 use crate::table_lock::MAX_NAME_LEN;
 
-/// A session lock: PostgreSQL's `pg_try_advisory_lock(key)` (the key derived from the
-/// name by [`advisory_key`](crate::advisory_key)) or MySQL's `GET_LOCK(name, 0)` (the
-/// name mapped by [`mysql_lock_name`](crate::mysql_lock_name)), taken on the client's one
-/// session connection, which all its session locks share.
+/// A session lock: PostgreSQL's exclusive advisory lock on a bigint key (derived from
+/// the name by [`advisory_key`](crate::advisory_key), or given raw) or MySQL/MariaDB's
+/// `GET_LOCK(name, ...)` (the name mapped by [`mysql_lock_name`](crate::mysql_lock_name)),
+/// taken on the client's one session connection, which all its session locks share.
 ///
 /// The database frees the lock when the session ends, so a holder that dies frees it at
 /// once (or, over a half-open connection, when the server's TCP keepalive gives up).
 /// The client pings the session every heartbeat (5 s by default): when it does not
-/// answer, the session is closed and every guard on it fires `lost()`. There is no
-/// fencing token. Waiters try again on a back-off (5 to 200 ms, jittered): the blocking
-/// forms would pin a connection per waiter and hold the shared session.
+/// answer, the session is closed and every guard on it fires `lost()`; `remaining()` is
+/// the time until the next heartbeat is overdue, what the client knows, never a made-up
+/// forever. There is no fencing token.
+///
+/// A waiter's first try never waits; each later one waits on PostgreSQL in the server's
+/// own queue for at most 20 ms (`lock_timeout`, re-checked in `pg_locks` after a
+/// `55P03`, see the crate docs), between back-off pauses of 5 to 200 ms, jittered: a
+/// longer blocking wait would hold the shared session that every other lock of the
+/// client uses. On MySQL/MariaDB the same waits are `GET_LOCK(name, 0.02)` (MariaDB
+/// waits the fraction, MySQL rounds it down to a try). A wait that would close a cycle
+/// of waiters fails with [`SqlError::Deadlock`](crate::SqlError::Deadlock).
 ///
 /// Behind PgBouncer in transaction mode a session lock is not safe (the next statement
 /// may reach another server session): use

@@ -233,14 +233,93 @@ impl TransactionLock {
         .map_err(|e| self.err(e))
     }
 
+    /// Takes the lock inside a transaction of yours, waiting as long as it takes; it is
+    /// then freed by that transaction's end. The wait runs in a savepoint, so a wait
+    /// that fails (a deadlock) leaves your transaction usable.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::Deadlock`](crate::SqlError::Deadlock) when the server ends the wait
+    /// to break a deadlock; any error of the statements (outside a transaction block,
+    /// `SAVEPOINT` fails).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped wait leaves the savepoint open and, if the grant came,
+    /// the lock held until your transaction ends. Roll back after dropping it.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// let pool = sqlx::PgPool::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// let mut tx = pool.begin().await?;
+    /// client.transaction_lock("nightly")?.lock_in(&mut tx).await?;
+    /// // ... the work, in tx ...
+    /// tx.commit().await?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+    /// ```
+    pub async fn lock_in(&self, transaction: &mut PgConnection) -> Result<()> {
+        if self.wait_in(transaction, None).await? {
+            Ok(())
+        } else {
+            Err(Error::wait_ended(self.name()))
+        }
+    }
+
+    /// Takes the lock inside a transaction of yours, waiting at most `wait`
+    /// (`lock_timeout`, whole milliseconds rounded up): true when taken. A wait that
+    /// runs out (`55P03`) is rolled back to its savepoint, a grant that landed as the
+    /// timeout fired with it, so false always means not held.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_in`](Self::lock_in).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock_in`](Self::lock_in).
+    pub async fn lock_timeout_in(
+        &self,
+        transaction: &mut PgConnection,
+        wait: Duration,
+    ) -> Result<bool> {
+        self.wait_in(transaction, Some(wait)).await
+    }
+
+    async fn wait_in(&self, conn: &mut PgConnection, wait: Option<Duration>) -> Result<bool> {
+        let wait_ms = wait_ms(wait);
+        let statements = format!(
+            "SAVEPOINT ferrisson_wait; {}; RELEASE SAVEPOINT ferrisson_wait",
+            wait_statement(self.key, self.mode, wait_ms)
+        );
+        match (&mut *conn).execute(statements.as_str()).await {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                if matches!(e, sqlx::Error::Database(_)) {
+                    // Undoes the wait, its settings and any grant it got.
+                    let undone = (&mut *conn)
+                        .execute("ROLLBACK TO SAVEPOINT ferrisson_wait; RELEASE SAVEPOINT ferrisson_wait")
+                        .await;
+                    if let Err(undo) = undone {
+                        return Err(self.err(undo));
+                    }
+                }
+                if is_lock_timeout(&e) {
+                    Ok(false)
+                } else {
+                    Err(self.err(e))
+                }
+            }
+        }
+    }
+
     async fn acquire(&self, wait: Option<Duration>) -> Result<Option<TransactionLockGuard>> {
         let acquired = async {
             let mut transaction = self.pool.begin().await.map_err(|e| self.err(e))?;
             let granted = match wait {
                 Some(wait) if wait.is_zero() => self.try_lock_in(&mut transaction).await?,
                 _ => {
-                    // Whole milliseconds, rounded up (0 is "no limit" to PostgreSQL).
-                    let wait_ms = wait.map_or(0, |w| w.as_micros().div_ceil(1000).max(1));
+                    let wait_ms = wait_ms(wait);
                     // Without arguments sqlx sends the simple-query protocol: the
                     // statements go in one round trip.
                     let statements = wait_statement(self.key, self.mode, wait_ms);
@@ -271,6 +350,11 @@ impl TransactionLock {
         })
         .await
     }
+}
+
+/// A wait in whole milliseconds, rounded up; 0 (no limit, to PostgreSQL) for `None`.
+fn wait_ms(wait: Option<Duration>) -> u128 {
+    wait.map_or(0, |w| w.as_micros().div_ceil(1000).max(1))
 }
 
 /// The wait in one round trip: the current `lock_timeout` and `statement_timeout` kept
