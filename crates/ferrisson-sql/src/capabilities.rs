@@ -50,7 +50,7 @@ pub const MYSQL_TABLE_LOCK: Capabilities = Capabilities::new(
 const SESSION_CANCEL: CancelSafety = CancelSafety::SafeAtCost(
     "a try in flight runs to its end on its own task, and a lock it got with nobody waiting is released by one more statement",
 );
-const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock when it notices (at once on a clean close, at its TCP keepalive over a half-open connection)";
+const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock at once on a clean close, and over a half-open connection after about 4 heartbeats (the TCP keepalive or wait_timeout the client sets on its session)";
 const SESSION_WAIT: Wait = Wait::Polled(
     "a try, then waits of at most 20 ms in the server's queue (lock_timeout; pg_locks re-checked after 55P03) between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );

@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -239,15 +237,43 @@ impl Session {
         self.heartbeat * 2
     }
 
+    /// How the server is told to watch the session, so that it frees the locks of a
+    /// client that vanished without closing its connection (a host lost, a cable cut)
+    /// in seconds, not the 2 hours of the operating system's default TCP keepalive.
+    /// PostgreSQL: TCP keepalive probes after one heartbeat of silence, one per
+    /// heartbeat, 3 unanswered end it (about 4 heartbeats). MySQL/MariaDB have no
+    /// per-session keepalive: `wait_timeout` of 4 heartbeats ends a session that stops
+    /// sending, which a live client never does (its heartbeat pings every heartbeat).
+    /// Whole seconds, at least 1.
+    fn server_watch(&self) -> String {
+        let beat = self.heartbeat.as_secs().max(1);
+        match self.db.dialect() {
+            Dialect::Postgres => format!(
+                "SET tcp_keepalives_idle = {beat}; SET tcp_keepalives_interval = {beat}; \
+                 SET tcp_keepalives_count = 3"
+            ),
+            Dialect::MySql => format!("SET SESSION wait_timeout = {}", beat * 4),
+        }
+    }
+
     /// The session, opened if there is none.
     async fn open<'a>(&self, slot: &'a mut Option<(u64, Conn)>) -> Result<&'a mut (u64, Conn)> {
         if slot.is_none() {
+            let watch = self.server_watch();
             let conn = match &self.db {
                 Db::Postgres(pool) => {
-                    Conn::Postgres(pool.acquire().await.map_err(|e| self.err(e))?.detach())
+                    let mut conn = pool.acquire().await.map_err(|e| self.err(e))?.detach();
+                    conn.execute(watch.as_str())
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    Conn::Postgres(conn)
                 }
                 Db::MySql(pool) => {
-                    Conn::MySql(pool.acquire().await.map_err(|e| self.err(e))?.detach())
+                    let mut conn = pool.acquire().await.map_err(|e| self.err(e))?.detach();
+                    conn.execute(watch.as_str())
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    Conn::MySql(conn)
                 }
             };
             let generation = self
@@ -395,12 +421,10 @@ impl Session {
         released.map_err(|e| self.failed(&mut slot, e))
     }
 
-    /// One heartbeat: a round trip on the session while it holds anything. Moves every
+    /// One heartbeat: a round trip on the open session. Moves every
     /// hold's deadline, or ends the session (and its holds) when it does not answer.
     async fn beat(&self) {
-        if self.holds().is_empty() {
-            return;
-        }
+        // Even without holds: MySQL's wait_timeout would end a silent session.
         let mut slot = self.conn.lock().await;
         let Some((_, conn)) = slot.as_mut() else {
             return;
@@ -437,39 +461,34 @@ pub(crate) fn is_lock_timeout(e: &sqlx::Error) -> bool {
 /// timeout fired (the server then grants and raises the error all the same): the
 /// session's `pg_locks` row decides, and a grant found there is kept as a grant, so none
 /// is ever leaked. Only called when the session holds nothing else on the key.
-///
-/// Boxed: a plain `async fn` here trips the compiler's `Send` check of the spawned try
-/// (a known limit with sqlx's `Executor` lifetimes).
-fn wait_on_postgres(
+async fn wait_on_postgres(
     conn: &mut PgConnection,
     key: i64,
     mode: Mode,
     wait_ms: u128,
-) -> Pin<Box<dyn Future<Output = std::result::Result<Option<bool>, sqlx::Error>> + Send + '_>> {
-    Box::pin(async move {
-        // Numbers only: the key and the wait are ours, never text from a caller.
-        // Without arguments sqlx sends the simple-query protocol, which runs several
-        // statements in one round trip.
-        let statements = format!(
-            "BEGIN; SET LOCAL lock_timeout = '{wait_ms}ms'; SET LOCAL statement_timeout = 0; \
+) -> std::result::Result<Option<bool>, sqlx::Error> {
+    // Numbers only: the key and the wait are ours, never text from a caller.
+    // Without arguments sqlx sends the simple-query protocol, which runs several
+    // statements in one round trip.
+    let statements = format!(
+        "BEGIN; SET LOCAL lock_timeout = '{wait_ms}ms'; SET LOCAL statement_timeout = 0; \
          SELECT pg_advisory_lock{}({key}); COMMIT",
-            mode.suffix()
-        );
-        let waited = (&mut *conn).execute(statements.as_str()).await;
-        match waited {
-            Ok(_) => Ok(Some(true)),
-            Err(e) => {
-                if matches!(e, sqlx::Error::Database(_)) {
-                    (&mut *conn).execute("ROLLBACK").await?;
-                }
-                if is_lock_timeout(&e) {
-                    grant_landed(conn, key, mode).await.map(Some)
-                } else {
-                    Err(e)
-                }
+        mode.suffix()
+    );
+    let waited = (&mut *conn).execute(statements.as_str()).await;
+    match waited {
+        Ok(_) => Ok(Some(true)),
+        Err(e) => {
+            if matches!(e, sqlx::Error::Database(_)) {
+                (&mut *conn).execute("ROLLBACK").await?;
+            }
+            if is_lock_timeout(&e) {
+                grant_landed(conn, key, mode).await.map(Some)
+            } else {
+                Err(e)
             }
         }
-    })
+    }
 }
 
 /// Whether this connection holds the session-level advisory lock `key` in `mode`, as
@@ -614,6 +633,48 @@ mod tests {
         );
         // The grant outlives the wait's own transaction: it is a session lock.
         assert!(grant_landed(&mut waiter, key, Mode::Exclusive).await?);
+        Ok(())
+    }
+
+    /// The session asks the server to watch it: TCP keepalive (PostgreSQL) or
+    /// `wait_timeout` (MySQL/MariaDB) in heartbeats.
+    #[tokio::test]
+    async fn the_server_is_told_to_watch_the_session() -> anyhow::Result<()> {
+        let heartbeat = Duration::from_secs(2);
+        let pg = Session::new(
+            Db::Postgres(sqlx::PgPool::connect(&postgres_url()).await?),
+            "t".into(),
+            heartbeat,
+        );
+        let mut slot = pg.conn.lock().await;
+        let (_, conn) = pg.open(&mut slot).await?;
+        let Conn::Postgres(conn) = conn else {
+            anyhow::bail!("not a PostgreSQL session");
+        };
+        let settings: (String, String, String) = sqlx::query_as(
+            "SELECT current_setting('tcp_keepalives_idle'), \
+                    current_setting('tcp_keepalives_interval'), \
+                    current_setting('tcp_keepalives_count')",
+        )
+        .fetch_one(conn)
+        .await?;
+        assert_eq!(settings, ("2".into(), "2".into(), "3".into()));
+        let mysql_url = std::env::var("FERRISSON_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+        let my = Session::new(
+            Db::MySql(sqlx::MySqlPool::connect(&mysql_url).await?),
+            "t".into(),
+            heartbeat,
+        );
+        let mut slot = my.conn.lock().await;
+        let (_, conn) = my.open(&mut slot).await?;
+        let Conn::MySql(conn) = conn else {
+            anyhow::bail!("not a MySQL session");
+        };
+        let wait_timeout: i64 = sqlx::query_scalar("SELECT CAST(@@SESSION.wait_timeout AS SIGNED)")
+            .fetch_one(conn)
+            .await?;
+        assert_eq!(wait_timeout, 8);
         Ok(())
     }
 
