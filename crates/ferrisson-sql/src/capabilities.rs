@@ -52,10 +52,10 @@ const SESSION_CANCEL: CancelSafety = CancelSafety::SafeAtCost(
 );
 const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock at once on a clean close, and over a half-open connection after about 4 heartbeats (the TCP keepalive or wait_timeout the client sets on its session)";
 const SESSION_WAIT: Wait = Wait::Polled(
-    "a try, then waits of at most 20 ms in the server's queue (lock_timeout; pg_locks re-checked after 55P03) between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+    "a try, then waits of at most 20 ms in the server's queue, bounded by lock_timeout and re-checked in pg_locks after 55P03, between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );
 const MYSQL_SESSION_WAIT: Wait = Wait::Polled(
-    "GET_LOCK(name, 0), then GET_LOCK(name, 0.02) (MariaDB waits 20 ms; MySQL rounds it to a try) between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+    "GET_LOCK(name, 0), then GET_LOCK(name, 0.02), which MariaDB waits and MySQL rounds to a try, between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );
 
 /// [`SessionLock`](crate::SessionLock) on PostgreSQL (an advisory lock).
@@ -65,7 +65,7 @@ pub const POSTGRES_SESSION_LOCK: Capabilities = Capabilities::new(
     Reentry::PerTask,
     false,
     Validity::Session(
-        "pg_try_advisory_lock on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+        "pg_advisory_lock on the client's one session connection, shared by all its session locks, pinged every heartbeat",
     ),
     Fencing::None,
     SESSION_LOST,
@@ -81,7 +81,7 @@ pub const POSTGRES_SESSION_RWLOCK: Capabilities = Capabilities::new(
     Reentry::PerTask,
     false,
     Validity::Session(
-        "pg_try_advisory_lock_shared (read) / pg_try_advisory_lock (write) on the client's one session connection, pinged every heartbeat",
+        "pg_advisory_lock_shared (read) / pg_advisory_lock (write) on the client's one session connection, pinged every heartbeat",
     ),
     Fencing::Token(
         "write side only: advisory locks have none of their own, so the writer draws txid_current() (the server's 64-bit transaction counter) once granted; goes back only on a restore from an older backup",
@@ -104,7 +104,7 @@ pub const POSTGRES_TRANSACTION_LOCK: Capabilities = Capabilities::new(
     Fencing::None,
     "never: the caller's own statements in the transaction see it fail",
     Wait::EventDriven(
-        "the server's lock queue, on the transaction's connection (one per waiter), bounded by SET LOCAL lock_timeout",
+        "the server's lock queue, on the transaction's connection, one per waiter, bounded by SET LOCAL lock_timeout",
     ),
     CancelSafety::SafeAtCost(
         "the transaction is rolled back before its connection is used again, after the wait in flight is answered",

@@ -25,11 +25,14 @@ const MYSQL_NAME_LIMIT: usize = 64;
 /// The prefix of a hashed MySQL lock name.
 const HASHED_PREFIX: &str = "ferrisson:";
 
-/// The key a session lock called `name` takes on PostgreSQL: the first 8 bytes of the
-/// name's SHA-256, big-endian, as a signed bigint. Stable across versions, platforms and
-/// languages (`('x' || substr(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint`
-/// in SQL). Two of n names collide with odds about n² / 2⁶⁵: one in 3.6 million for a
-/// million names.
+/// The advisory key a lock called `name` takes on PostgreSQL (session, read-write and
+/// transaction locks alike): the first 8 bytes of the name's SHA-256, big-endian, as a
+/// signed bigint. Stable across versions, platforms and languages
+/// (`('x' || substr(encode(sha256(convert_to(name, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint`
+/// in SQL, checked against the server by a test). Among n names in use, two share a key
+/// with odds of about n² / 2⁶⁵: one in 37 million for a million names; sharing one makes
+/// them one lock, never a lock held twice. For a key of your own, see
+/// [`Client::session_lock_by_key`](crate::Client::session_lock_by_key).
 ///
 /// ```
 /// assert_eq!(ferrisson_sql::advisory_key("a"), ferrisson_sql::advisory_key("a"));
