@@ -170,6 +170,10 @@ impl ClientBuilder {
 
     /// How often the session that session locks live on is pinged (5 s by default): a
     /// session that died is noticed, and its guards' `lost()` fires, within about this.
+    /// It also sets how soon the server gives up on a client that vanished without
+    /// closing the connection, freeing its locks: TCP keepalive probes after one
+    /// heartbeat of silence, 3 of them a heartbeat apart (PostgreSQL), or a
+    /// `wait_timeout` of 4 heartbeats (MySQL/MariaDB), in whole seconds.
     pub fn heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = every;
         self

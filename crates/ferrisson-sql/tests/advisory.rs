@@ -469,3 +469,23 @@ async fn mysql_names_go_to_the_server_as_documented() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The futures and guards can cross tasks.
+#[test]
+fn futures_and_guards_are_send() {
+    fn send<T: Send>(_: &T) {}
+    fn check(rw: &ferrisson_sql::SessionRwLock, xact: &ferrisson_sql::TransactionLock) {
+        send(&rw.read());
+        send(&rw.write());
+        send(&rw.try_read());
+        send(&rw.write_timeout(Duration::ZERO));
+        send(&xact.lock());
+        send(&xact.try_lock());
+        send(&xact.lock_timeout(Duration::ZERO));
+    }
+    fn sync_send<T: Send + Sync>() {}
+    sync_send::<ferrisson_sql::SessionReadGuard>();
+    sync_send::<ferrisson_sql::SessionWriteGuard>();
+    sync_send::<ferrisson_sql::TransactionLockGuard>();
+    let _ = check;
+}
