@@ -20,7 +20,8 @@ use crate::table_lock::MAX_NAME_LEN;
 /// taken on the client's one session connection, which all its session locks share.
 ///
 /// The database frees the lock when the session ends, so a holder that dies frees it at
-/// once (or, over a half-open connection, when the server's TCP keepalive gives up).
+/// once (or, over a half-open connection, after about 4 heartbeats: the session asks the
+/// server for TCP keepalive probes, or a `wait_timeout`, in heartbeats).
 /// The client pings the session every heartbeat (5 s by default): when it does not
 /// answer, the session is closed and every guard on it fires `lost()`; `remaining()` is
 /// the time until the next heartbeat is overdue, what the client knows, never a made-up
