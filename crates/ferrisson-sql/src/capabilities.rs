@@ -50,9 +50,12 @@ pub const MYSQL_TABLE_LOCK: Capabilities = Capabilities::new(
 const SESSION_CANCEL: CancelSafety = CancelSafety::SafeAtCost(
     "a try in flight runs to its end on its own task, and a lock it got with nobody waiting is released by one more statement",
 );
-const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock when it notices (at once on a clean close, at its TCP keepalive over a half-open connection)";
+const SESSION_LOST: &str = "at the heartbeat after the session died (5 s by default); the server frees the lock at once on a clean close, and over a half-open connection after about 4 heartbeats (the TCP keepalive or wait_timeout the client sets on its session)";
 const SESSION_WAIT: Wait = Wait::Polled(
-    "the try form every 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+    "a try, then waits of at most 20 ms in the server's queue, bounded by lock_timeout and re-checked in pg_locks after 55P03, between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
+);
+const MYSQL_SESSION_WAIT: Wait = Wait::Polled(
+    "GET_LOCK(name, 0), then GET_LOCK(name, 0.02), which MariaDB waits and MySQL rounds to a try, between pauses of 5 ms doubling to 200 ms, jittered; a release in the same client wakes its waiters at once",
 );
 
 /// [`SessionLock`](crate::SessionLock) on PostgreSQL (an advisory lock).
@@ -62,12 +65,50 @@ pub const POSTGRES_SESSION_LOCK: Capabilities = Capabilities::new(
     Reentry::PerTask,
     false,
     Validity::Session(
-        "pg_try_advisory_lock on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+        "pg_advisory_lock on the client's one session connection, shared by all its session locks, pinged every heartbeat",
     ),
     Fencing::None,
     SESSION_LOST,
     SESSION_WAIT,
     SESSION_CANCEL,
+);
+
+/// [`SessionRwLock`](crate::SessionRwLock) on PostgreSQL (`pg_advisory_lock_shared` /
+/// `pg_advisory_lock`).
+pub const POSTGRES_SESSION_RWLOCK: Capabilities = Capabilities::new(
+    "postgres",
+    "SessionRwLock",
+    Reentry::PerTask,
+    false,
+    Validity::Session(
+        "pg_advisory_lock_shared (read) / pg_advisory_lock (write) on the client's one session connection, pinged every heartbeat",
+    ),
+    Fencing::Token(
+        "write side only: advisory locks have none of their own, so the writer draws txid_current() (the server's 64-bit transaction counter) once granted; goes back only on a restore from an older backup",
+    ),
+    SESSION_LOST,
+    SESSION_WAIT,
+    SESSION_CANCEL,
+);
+
+/// [`TransactionLock`](crate::TransactionLock) on PostgreSQL
+/// (`pg_advisory_xact_lock[_shared]`); MySQL/MariaDB have none.
+pub const POSTGRES_TRANSACTION_LOCK: Capabilities = Capabilities::new(
+    "postgres",
+    "TransactionLock",
+    Reentry::None,
+    false,
+    Validity::Session(
+        "pg_advisory_xact_lock in a transaction the guard hands to the caller, freed by its commit or rollback; works behind PgBouncer in transaction mode",
+    ),
+    Fencing::None,
+    "never: the caller's own statements in the transaction see it fail",
+    Wait::EventDriven(
+        "the server's lock queue, on the transaction's connection, one per waiter, bounded by SET LOCAL lock_timeout",
+    ),
+    CancelSafety::SafeAtCost(
+        "the transaction is rolled back before its connection is used again, after the wait in flight is answered",
+    ),
 );
 
 /// [`SessionLock`](crate::SessionLock) on MySQL or MariaDB (`GET_LOCK`).
@@ -77,11 +118,11 @@ pub const MYSQL_SESSION_LOCK: Capabilities = Capabilities::new(
     Reentry::PerTask,
     false,
     Validity::Session(
-        "GET_LOCK(name, 0) on the client's one session connection, shared by all its session locks, pinged every heartbeat",
+        "GET_LOCK on the client's one session connection, shared by all its session locks, pinged every heartbeat",
     ),
     Fencing::None,
     SESSION_LOST,
-    SESSION_WAIT,
+    MYSQL_SESSION_WAIT,
     SESSION_CANCEL,
 );
 
@@ -145,6 +186,8 @@ pub const MYSQL_TABLE_SEMAPHORE: Capabilities = Capabilities::new(
 pub const CAPABILITIES: &[Capabilities] = &[
     POSTGRES_TABLE_LOCK,
     POSTGRES_SESSION_LOCK,
+    POSTGRES_SESSION_RWLOCK,
+    POSTGRES_TRANSACTION_LOCK,
     POSTGRES_TABLE_ELECTION,
     POSTGRES_TABLE_SEMAPHORE,
     MYSQL_TABLE_LOCK,
@@ -165,6 +208,8 @@ pub(crate) fn table_lock(dialect: Dialect) -> Capabilities {
 pub const POSTGRES: &[Capabilities] = &[
     POSTGRES_TABLE_LOCK,
     POSTGRES_SESSION_LOCK,
+    POSTGRES_SESSION_RWLOCK,
+    POSTGRES_TRANSACTION_LOCK,
     POSTGRES_TABLE_ELECTION,
     POSTGRES_TABLE_SEMAPHORE,
 ];

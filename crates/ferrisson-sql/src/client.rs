@@ -170,6 +170,10 @@ impl ClientBuilder {
 
     /// How often the session that session locks live on is pinged (5 s by default): a
     /// session that died is noticed, and its guards' `lost()` fires, within about this.
+    /// It also sets how soon the server gives up on a client that vanished without
+    /// closing the connection, freeing its locks: TCP keepalive probes after one
+    /// heartbeat of silence, 3 of them a heartbeat apart (PostgreSQL), or a
+    /// `wait_timeout` of 4 heartbeats (MySQL/MariaDB), in whole seconds.
     pub fn heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = every;
         self
@@ -473,6 +477,99 @@ impl Client {
     /// ```
     pub fn session_lock(&self, name: &str) -> Result<crate::SessionLock> {
         crate::SessionLock::new(self.clone(), name)
+    }
+
+    /// PostgreSQL's session advisory lock on a raw bigint `key`, for interop with other
+    /// programs that lock the same key (`pg_advisory_lock(key)` in any language). The
+    /// lock is known here as `advisory key <key>`. A lock taken by name uses the key
+    /// [`advisory_key`](crate::advisory_key) derives from it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] on MySQL/MariaDB, whose `GET_LOCK` takes names.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use ferrisson_core::DistributedLock;
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// // The key another service locks with SELECT pg_advisory_lock(42):
+    /// let guard = client.session_lock_by_key(42)?.try_lock().await?;
+    /// # drop(guard); Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn session_lock_by_key(&self, key: i64) -> Result<crate::SessionLock> {
+        crate::SessionLock::by_key(self.clone(), key)
+    }
+
+    /// PostgreSQL's advisory lock as a read-write lock called `name`: readers take
+    /// `pg_advisory_lock_shared`, the writer `pg_advisory_lock`, on the same key as
+    /// [`session_lock`](Self::session_lock) of that name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name or one over 255 bytes;
+    /// [`Error::Unsupported`] on MySQL/MariaDB (`GET_LOCK` has no shared mode).
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test").await?;
+    /// assert!(client.session_rwlock("prices").is_err());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn session_rwlock(&self, name: &str) -> Result<crate::SessionRwLock> {
+        crate::SessionRwLock::new(self.clone(), name)
+    }
+
+    /// [`session_rwlock`](Self::session_rwlock) on a raw bigint `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] on MySQL/MariaDB.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert_eq!(client.session_rwlock_by_key(42)?.name(), "advisory key 42");
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn session_rwlock_by_key(&self, key: i64) -> Result<crate::SessionRwLock> {
+        crate::SessionRwLock::by_key(self.clone(), key)
+    }
+
+    /// PostgreSQL's transaction-scoped advisory lock called `name`
+    /// (`pg_advisory_xact_lock`), held by a transaction the guard hands you: the form
+    /// that works behind PgBouncer in transaction mode.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name or one over 255 bytes;
+    /// [`Error::Unsupported`] on MySQL/MariaDB, which have no lock freed by commit or
+    /// rollback.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("mysql://root@127.0.0.1/test").await?;
+    /// assert!(client.transaction_lock("orders").is_err());
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn transaction_lock(&self, name: &str) -> Result<crate::TransactionLock> {
+        crate::TransactionLock::new(self, name)
+    }
+
+    /// [`transaction_lock`](Self::transaction_lock) on a raw bigint `key`
+    /// (`pg_advisory_xact_lock(key)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] on MySQL/MariaDB.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_sql::Client::connect("postgres://postgres@127.0.0.1/test").await?;
+    /// assert_eq!(client.transaction_lock_by_key(42)?.key(), 42);
+    /// # Ok::<(), ferrisson_core::Error>(()) }).unwrap();
+    /// ```
+    pub fn transaction_lock_by_key(&self, key: i64) -> Result<crate::TransactionLock> {
+        crate::TransactionLock::by_key(self, key)
     }
 
     /// Which lock the URL asked for (`?lock=advisory`: the session lock; else the lock
