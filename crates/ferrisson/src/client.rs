@@ -259,8 +259,9 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a name the store refuses;
-    /// [`Error::Unsupported`] on PostgreSQL and MySQL/MariaDB, whose lock table has no
-    /// read-write form.
+    /// [`Error::Unsupported`] on a database's lock table, which has no read-write form
+    /// (PostgreSQL's advisory locks have one: a `?lock=advisory` URL), and on
+    /// MySQL/MariaDB, whose `GET_LOCK` has no shared mode.
     ///
     /// ```
     /// let client = ferrisson::Client::from(ferrisson::memory::MemoryStore::new());
@@ -271,12 +272,19 @@ impl Client {
             #[cfg(feature = "redis")]
             Self::Redis(client) => AnyRwLock::Redis(client.rwlock(name)?),
             #[cfg(any(feature = "postgres", feature = "mysql"))]
-            Self::Sql(_) => {
-                return Err(Error::Unsupported {
-                    store: self.store().name(),
-                    what: "take a read-write lock in its lock table".to_owned(),
-                });
-            }
+            Self::Sql(client) => match client.default_lock() {
+                ferrisson_sql::LockKind::Session => {
+                    AnyRwLock::SqlSession(client.session_rwlock(name)?)
+                }
+                ferrisson_sql::LockKind::Table => {
+                    return Err(Error::Unsupported {
+                        store: self.store().name(),
+                        what: "take a read-write lock in its lock table (PostgreSQL's \
+                               advisory locks have one: add ?lock=advisory to the URL)"
+                            .to_owned(),
+                    });
+                }
+            },
             #[cfg(feature = "etcd")]
             Self::Etcd(client) => AnyRwLock::Etcd(client.rwlock(name)?),
             #[cfg(feature = "zookeeper")]

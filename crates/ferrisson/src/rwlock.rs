@@ -12,6 +12,8 @@ macro_rules! each_store {
         match $value {
             #[cfg(feature = "redis")]
             $enum::Redis($inner) => $body,
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            $enum::SqlSession($inner) => $body,
             #[cfg(feature = "etcd")]
             $enum::Etcd($inner) => $body,
             #[cfg(feature = "zookeeper")]
@@ -48,6 +50,10 @@ pub enum AnyRwLock {
     /// A Redis [`RwLock`](ferrisson_redis::RwLock).
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::RwLock),
+    /// A PostgreSQL advisory read-write lock
+    /// ([`SessionRwLock`](ferrisson_sql::SessionRwLock); URLs with `?lock=advisory`).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    SqlSession(ferrisson_sql::SessionRwLock),
     /// An etcd [`RwLock`](ferrisson_etcd::RwLock).
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::RwLock),
@@ -66,6 +72,9 @@ pub enum AnyReadGuard {
     /// A Redis read guard.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::RwLockReadGuard),
+    /// A PostgreSQL advisory read guard.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    SqlSession(ferrisson_sql::SessionReadGuard),
     /// An etcd read guard.
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::ReadGuard),
@@ -84,6 +93,9 @@ pub enum AnyWriteGuard {
     /// A Redis write guard.
     #[cfg(feature = "redis")]
     Redis(ferrisson_redis::RwLockWriteGuard),
+    /// A PostgreSQL advisory write guard.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    SqlSession(ferrisson_sql::SessionWriteGuard),
     /// An etcd write guard.
     #[cfg(feature = "etcd")]
     Etcd(ferrisson_etcd::WriteGuard),
@@ -112,6 +124,8 @@ impl AnyRwLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => Self::Redis(lock.with_lease(lease)?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => Self::SqlSession(lock.with_lease(lease)?),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => Self::Etcd(lock.with_lease(lease)?),
             #[cfg(feature = "zookeeper")]
@@ -137,6 +151,10 @@ impl DistributedRwLock for AnyRwLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => AnyReadGuard::Redis(DistributedRwLock::read(lock).await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => {
+                AnyReadGuard::SqlSession(DistributedRwLock::read(lock).await?)
+            }
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => AnyReadGuard::Etcd(DistributedRwLock::read(lock).await?),
             #[cfg(feature = "zookeeper")]
@@ -151,6 +169,10 @@ impl DistributedRwLock for AnyRwLock {
             Self::Redis(lock) => DistributedRwLock::try_read(lock)
                 .await?
                 .map(AnyReadGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => DistributedRwLock::try_read(lock)
+                .await?
+                .map(AnyReadGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => DistributedRwLock::try_read(lock)
                 .await?
@@ -171,6 +193,10 @@ impl DistributedRwLock for AnyRwLock {
             Self::Redis(lock) => DistributedRwLock::read_timeout(lock, wait)
                 .await?
                 .map(AnyReadGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => DistributedRwLock::read_timeout(lock, wait)
+                .await?
+                .map(AnyReadGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => DistributedRwLock::read_timeout(lock, wait)
                 .await?
@@ -189,6 +215,10 @@ impl DistributedRwLock for AnyRwLock {
         Ok(match self {
             #[cfg(feature = "redis")]
             Self::Redis(lock) => AnyWriteGuard::Redis(DistributedRwLock::write(lock).await?),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => {
+                AnyWriteGuard::SqlSession(DistributedRwLock::write(lock).await?)
+            }
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => AnyWriteGuard::Etcd(DistributedRwLock::write(lock).await?),
             #[cfg(feature = "zookeeper")]
@@ -205,6 +235,10 @@ impl DistributedRwLock for AnyRwLock {
             Self::Redis(lock) => DistributedRwLock::try_write(lock)
                 .await?
                 .map(AnyWriteGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => DistributedRwLock::try_write(lock)
+                .await?
+                .map(AnyWriteGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => DistributedRwLock::try_write(lock)
                 .await?
@@ -225,6 +259,10 @@ impl DistributedRwLock for AnyRwLock {
             Self::Redis(lock) => DistributedRwLock::write_timeout(lock, wait)
                 .await?
                 .map(AnyWriteGuard::Redis),
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            Self::SqlSession(lock) => DistributedRwLock::write_timeout(lock, wait)
+                .await?
+                .map(AnyWriteGuard::SqlSession),
             #[cfg(feature = "etcd")]
             Self::Etcd(lock) => DistributedRwLock::write_timeout(lock, wait)
                 .await?

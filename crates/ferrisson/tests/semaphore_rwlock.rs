@@ -80,7 +80,8 @@ async fn redis() -> anyhow::Result<()> {
     readers_share_and_writers_are_fenced(&a, &b).await
 }
 
-/// The databases have a semaphore in their lock table and no read-write lock.
+/// The databases have a semaphore in their lock table, and PostgreSQL a read-write lock
+/// in its advisory locks.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 async fn database(base: &str) -> anyhow::Result<()> {
     use sqlx::Executor as _;
@@ -98,6 +99,18 @@ async fn database(base: &str) -> anyhow::Result<()> {
         .rwlock("prices")
         .expect_err("no read-write lock in a lock table");
     assert!(matches!(refused, Error::Unsupported { .. }), "{refused:?}");
+    // PostgreSQL's advisory locks have a shared mode; MySQL's GET_LOCK has none.
+    let advisory = format!("{base}?lock=advisory");
+    let (c, d) = (
+        ferrisson::connect(&advisory).await?,
+        ferrisson::connect(&advisory).await?,
+    );
+    if a.store() == StoreKind::Postgres {
+        readers_share_and_writers_are_fenced(&c, &d).await?;
+    } else {
+        let refused = c.rwlock("prices").expect_err("GET_LOCK has no shared mode");
+        assert!(matches!(refused, Error::Unsupported { .. }), "{refused:?}");
+    }
     let drops = [
         format!("DROP TABLE IF EXISTS {table}"),
         if a.store() == StoreKind::Postgres {
