@@ -10,9 +10,10 @@
 //! On a cluster the floor keeps one connection per master and renews each key on its own
 //! master (one pipeline of up to 100 `PEXPIRE` per 100 keys of a master); a script call
 //! with declared keys may only touch keys of one hash slot there, so the bare script
-//! sends one call per slot of up to 100 keys. The watchdog sends one call per master of
-//! up to 100 holds (its keys as arguments, in any slots of that master), as many as the
-//! floor's pipelines. The floor's keys hash to the same slots as the locks'
+//! sends one call per slot of up to 100 keys. The watchdog sends one script call per 100
+//! holds of a master (its keys as arguments, in any slots of that master), as many as the
+//! floor's pipelines, and all calls for one master together in one pipeline. Redis counts
+//! calls, not pipelines: the watchdog's requests/s column counts its `EVALSHA` calls. The floor's keys hash to the same slots as the locks'
 //! (`watchdog:floor:{watchdog:lock:N}`). Redis's counters are summed over the masters.
 //!
 //! For each lease (the client's default, 30 s, then 3 s to make the numbers bigger) and

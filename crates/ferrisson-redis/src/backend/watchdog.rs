@@ -1,5 +1,13 @@
 //! One task per client that renews every held watchdog lock, in batches.
 //!
+//! On one server or a Sentinel master a batch is one script call per layout and 100 holds.
+//! On a cluster a script call with declared keys must stay in one hash slot, and distinct
+//! lock names are almost all alone in theirs; so there the holds are grouped by the master
+//! serving their slot, and each master gets one request per round: a pipeline of
+//! `renew_on_node.lua` calls of up to 100 holds each, of any layouts and slots. A hold
+//! whose slot that master no longer serves (moved, or moving and its key gone) is renewed
+//! per slot, where the call follows `MOVED` and `ASK`.
+//!
 //! Each renewal is timed from before its request: a hold stays valid until that instant
 //! plus the lease. Errors are retried until the hold's local deadline; a lock found gone
 //! or taken, or a deadline that passes, fires the hold's lost-lock signal.
@@ -173,8 +181,9 @@ async fn run(connection: Connection, shared: Arc<Shared>, mut shutdown: oneshot:
     }
 }
 
-/// Renews the holds that fell due, all calls at once: on a cluster one call per node
-/// (and per [`BATCH`] holds), elsewhere one per layout (and per [`BATCH`] holds).
+/// Renews the holds that fell due, all requests at once: on a cluster one request per
+/// node (a pipeline of calls of up to [`BATCH`] holds each), elsewhere one call per
+/// layout and [`BATCH`] holds.
 async fn renew_round(
     connection: &Connection,
     due: Vec<Arc<Hold>>,
@@ -195,11 +204,8 @@ async fn renew_round(
             None => unrouted.push(hold),
         }
     }
-    let on_nodes = by_node.iter().flat_map(|(address, holds)| {
-        holds.chunks(BATCH).map(|batch| {
-            renew_on_node(connection, address, batch, lease, retry_delay)
-                .instrument(renew_span(batch))
-        })
+    let on_nodes = by_node.iter().map(|(address, holds)| {
+        renew_on_node(connection, address, holds, lease, retry_delay).instrument(renew_span(holds))
     });
     let unrouted = async {
         if !unrouted.is_empty() {
@@ -229,73 +235,83 @@ async fn renew_per_slot(
     join_all(batches).await;
 }
 
-/// Renews a batch of holds of any layouts on the cluster node at `address`, in one call.
-/// Holds the node no longer serves, and the whole batch when the node cannot be reached
-/// (it failed over, it left), are renewed per slot instead.
+/// Renews holds of any layouts on the cluster node at `address` in one request: a
+/// pipeline of one call per [`BATCH`] holds. Holds the node no longer serves, those of a
+/// call the node refused, and all of them when the node cannot be reached (it failed
+/// over, it left), are renewed per slot instead.
 async fn renew_on_node(
     connection: &Connection,
     address: &str,
-    batch: &[Arc<Hold>],
+    holds: &[Arc<Hold>],
     lease: Duration,
     retry_delay: Duration,
 ) {
-    let holds: Vec<(Renewal, &str, OwnerId)> = batch
-        .iter()
-        .map(|h| (h.renewal, h.key(), h.owner))
+    let batches: Vec<Vec<(Renewal, &str, OwnerId)>> = holds
+        .chunks(BATCH)
+        .map(|batch| {
+            batch
+                .iter()
+                .map(|h| (h.renewal, h.key(), h.owner))
+                .collect()
+        })
         .collect();
-    let call = RenewOnNode {
-        lease,
-        holds: &holds,
-    };
+    let calls: Vec<RenewOnNode<'_>> = batches
+        .iter()
+        .map(|batch| RenewOnNode {
+            lease,
+            holds: batch,
+        })
+        .collect();
     let sent_at = Instant::now();
     let reply = tokio::time::timeout_at(
-        give_up_at(batch, sent_at, retry_delay),
-        connection.run_on_node(&call, address),
+        give_up_at(holds, sent_at, retry_delay),
+        connection.run_all_on_node(&calls, address),
     )
     .await;
-    let outcome = match reply {
-        Ok(Ok(replies)) if replies.len() == batch.len() => {
-            let mut elsewhere = Vec::new();
-            let mut answered = Vec::with_capacity(batch.len());
-            let mut renewed = Vec::with_capacity(batch.len());
-            for (hold, reply) in batch.iter().zip(replies) {
-                match reply {
-                    NodeRenewal::Elsewhere => elsewhere.push(Arc::clone(hold)),
-                    NodeRenewal::Renewed | NodeRenewal::Lost => {
-                        answered.push(Arc::clone(hold));
-                        renewed.push(reply == NodeRenewal::Renewed);
+    let replies = match reply {
+        Ok(Ok(replies)) if replies.len() == calls.len() => replies,
+        Ok(Err(e)) if reached_no_node(&e) => {
+            tracing::debug!(node = address, error = %e, "renewal request to a node failed; renewing per slot");
+            connection.forget_renewal_routes();
+            return renew_per_slot(connection, holds.to_vec(), lease, retry_delay).await;
+        }
+        Ok(Ok(_)) => return settle(holds, lease, Ok(Ok(Vec::new())), sent_at, retry_delay),
+        Ok(Err(e)) => return settle(holds, lease, Ok(Err(e)), sent_at, retry_delay),
+        Err(elapsed) => return settle(holds, lease, Err(elapsed), sent_at, retry_delay),
+    };
+    let mut answered = Vec::with_capacity(holds.len());
+    let mut renewed = Vec::with_capacity(holds.len());
+    let mut elsewhere = Vec::new();
+    for (batch, reply) in holds.chunks(BATCH).zip(replies) {
+        match reply {
+            Ok(results) if results.len() == batch.len() => {
+                for (hold, result) in batch.iter().zip(results) {
+                    match result {
+                        NodeRenewal::Elsewhere => elsewhere.push(Arc::clone(hold)),
+                        NodeRenewal::Renewed | NodeRenewal::Lost => {
+                            answered.push(Arc::clone(hold));
+                            renewed.push(result == NodeRenewal::Renewed);
+                        }
                     }
                 }
             }
-            settle(&answered, lease, Ok(Ok(renewed)), sent_at, retry_delay);
-            if !elsewhere.is_empty() {
-                tracing::debug!(
-                    node = address,
-                    holds = elsewhere.len(),
-                    "renewals for slots the node no longer serves; sending them where the slots are"
-                );
-                connection.forget_renewal_routes();
-                renew_per_slot(connection, elsewhere, lease, retry_delay).await;
+            Ok(_) => settle(batch, lease, Ok(Ok(Vec::new())), sent_at, retry_delay),
+            Err(e) => {
+                tracing::debug!(node = address, error = %e, "a renewal call was refused; renewing its holds per slot");
+                elsewhere.extend(batch.iter().cloned());
             }
-            return;
         }
-        Ok(Err(e)) if reached_no_node(&e) => e,
-        other => {
-            let other = other.map(|reply| {
-                reply.map(|replies| {
-                    replies
-                        .into_iter()
-                        .map(|r| r == NodeRenewal::Renewed)
-                        .collect()
-                })
-            });
-            settle(batch, lease, other, sent_at, retry_delay);
-            return;
-        }
-    };
-    tracing::debug!(node = address, error = %outcome, "renewal call to a node failed; renewing per slot");
-    connection.forget_renewal_routes();
-    renew_per_slot(connection, batch.to_vec(), lease, retry_delay).await;
+    }
+    settle(&answered, lease, Ok(Ok(renewed)), sent_at, retry_delay);
+    if !elsewhere.is_empty() {
+        tracing::debug!(
+            node = address,
+            holds = elsewhere.len(),
+            "renewals for slots the node no longer serves; sending them where the slots are"
+        );
+        connection.forget_renewal_routes();
+        renew_per_slot(connection, elsewhere, lease, retry_delay).await;
+    }
 }
 
 /// True when a call sent to one node failed because that node could not take it (it went

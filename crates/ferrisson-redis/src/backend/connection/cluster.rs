@@ -26,8 +26,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, PushInfo, PushKind, RedisError, RedisResult,
-    ServerErrorKind, TlsCertificates, Value,
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, PushInfo, PushKind, RedisError,
+    RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
 
 use crate::api::error::RedisResultExt as _;
@@ -211,6 +211,28 @@ impl ClusterNodes {
             Value::ServerError(error) => Err(error.into()),
             value => Ok(value),
         }
+    }
+
+    /// Sends every command of `pipeline` to the node at `address` in one request (the
+    /// watchdog's renewals of one node); each reply in order, the node's error answer to
+    /// one command as a [`Value::ServerError`] in its place.
+    pub(crate) async fn send_pipeline_to_node(
+        &self,
+        pipeline: &Pipeline,
+        address: &str,
+    ) -> RedisResult<Vec<Value>> {
+        let (host, port) = split_address(address).ok_or_else(|| {
+            RedisError::from((ErrorKind::Parse, "bad node address", address.to_owned()))
+        })?;
+        self.commands
+            .clone()
+            .route_pipeline(
+                pipeline.clone(),
+                0,
+                pipeline.len(),
+                SingleNodeRoutingInfo::ByAddress { host, port },
+            )
+            .await
     }
 
     /// Which master serves which slot, for the watchdog's grouping of renewals per node:

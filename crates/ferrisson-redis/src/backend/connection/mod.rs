@@ -142,35 +142,78 @@ impl Connection {
         }
     }
 
-    /// Runs one script call without KEYS on the cluster node at `address` (`host:port`),
-    /// whose script checks each key as it touches it (`renew_on_node.lua`); elsewhere on
-    /// the one master, as [`Connection::run`].
+    /// Runs script calls of one script, without KEYS, on the cluster node at `address`
+    /// (`host:port`) in one request (a pipeline), each answered on its own; the script
+    /// checks each key as it touches it (`renew_on_node.lua`). Elsewhere (one master) each
+    /// runs as [`Connection::run`].
+    ///
+    /// # Errors
+    ///
+    /// The request's error when the node could not be reached or did not answer; a
+    /// call's own error (the node's error answer, a reply the script never gives) in its
+    /// place in the list.
     ///
     /// # Cancel safety
     ///
     /// As [`Connection::run`].
-    pub(crate) async fn run_on_node<C: ScriptCall>(
+    pub(crate) async fn run_all_on_node<C: ScriptCall>(
         &self,
-        call: &C,
+        calls: &[C],
         address: &str,
-    ) -> Result<C::Reply> {
-        let Topology::Cluster(nodes) = &*self.topology else {
-            return self.run(call).await;
+    ) -> Result<Vec<Result<C::Reply>>> {
+        let (Topology::Cluster(nodes), Some(first)) = (&*self.topology, calls.first()) else {
+            return Ok(futures_util::future::join_all(calls.iter().map(|c| self.run(c))).await);
         };
-        let evalsha = Invocation::evalsha(call);
-        let value = self
-            .resend_by_the_rules(call.idempotent(), Some(call.script()), None, || {
-                nodes.send_to_node(evalsha.cmd(), address)
+        let mut pipeline = redis::pipe();
+        for call in calls {
+            let evalsha = Invocation::evalsha(call);
+            pipeline.add_command(evalsha.cmd().clone());
+        }
+        let idempotent = calls.iter().all(ScriptCall::idempotent);
+        let mut loaded = false;
+        let values = loop {
+            let values = self
+                .resend_by_the_rules(idempotent, None, None, || {
+                    nodes.send_pipeline_to_node(&pipeline, address)
+                })
+                .await
+                .or_command_error()?;
+            // A node that does not know the script yet (a new master) answers every call
+            // NOSCRIPT, having run none: load it, send them again.
+            let unknown = values.iter().any(|v| {
+                matches!(v, Value::ServerError(e) if is_no_script(&RedisError::from(e.clone())))
+            });
+            if unknown && !loaded {
+                self.load(first.script(), None).await.or_command_error()?;
+                loaded = true;
+                continue;
+            }
+            break values;
+        };
+        if values.len() != calls.len() {
+            return Err(Error::Protocol(format!(
+                "{} replies to a pipeline of {} script calls",
+                values.len(),
+                calls.len()
+            )));
+        }
+        let replies: Vec<Result<C::Reply>> = values
+            .into_iter()
+            .map(|value| match value {
+                Value::ServerError(e) => Err(crate::api::error::command_error(e.into())),
+                value => {
+                    C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+                }
             })
-            .await
-            .or_command_error()?;
-        let reply =
-            C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))?;
-        if !self.acks.is_none() && call.wrote_a_hold(&reply) {
+            .collect();
+        let wrote = calls
+            .iter()
+            .zip(&replies)
+            .any(|(call, reply)| reply.as_ref().is_ok_and(|r| call.wrote_a_hold(r)));
+        if !self.acks.is_none() && wrote {
             self.acknowledge(WrittenOn::Node(address)).await?;
         }
-        evalsha.recycle();
-        Ok(reply)
+        Ok(replies)
     }
 
     /// Waits for the acknowledgements a grant or a renewal needs (`WAIT`, then
