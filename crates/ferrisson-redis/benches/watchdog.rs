@@ -9,9 +9,12 @@
 //!
 //! On a cluster the floor keeps one connection per master and renews each key on its own
 //! master (one pipeline of up to 100 `PEXPIRE` per 100 keys of a master); a script call
-//! may only touch keys of one hash slot there, so the bare script (and the watchdog)
-//! send one call per slot of up to 100 keys. Their keys hash to the same slots as the
-//! locks' (`watchdog:floor:{watchdog:lock:N}`). Redis's counters are summed over the masters.
+//! with declared keys may only touch keys of one hash slot there, so the bare script
+//! sends one call per slot of up to 100 keys. The watchdog sends one script call per 100
+//! holds of a master (its keys as arguments, in any slots of that master), as many as the
+//! floor's pipelines, and all calls for one master together in one pipeline. Redis counts
+//! calls, not pipelines: the watchdog's requests/s column counts its `EVALSHA` calls. The floor's keys hash to the same slots as the locks'
+//! (`watchdog:floor:{watchdog:lock:N}`). Redis's counters are summed over the masters.
 //!
 //! For each lease (the client's default, 30 s, then 3 s to make the numbers bigger) and
 //! each number of locks:
@@ -181,14 +184,15 @@ async fn measure(
     let watchdog = watchdog_row(url, info, locks, lease, window).await?;
     flush(info).await?;
     let expected_renewals = locks as f64 / period;
-    // Requests per round: the floor's per master, the scripts' per call group (on a
-    // cluster a hash slot; the lock names hash to the floor keys' slots).
+    // Requests per round: the floor's and the watchdog's per master (and 100 keys), the
+    // bare script's per call group (on a cluster a hash slot; the lock names hash to the
+    // floor keys' slots).
     let pipeline_round = batches(topology, info, &keys, Keeper::Pipeline).len();
     let script_round = batches(topology, info, &keys, Keeper::BareScript).len();
     for (name, row, is_floor, round) in [
         ("raw PEXPIRE floor", &floor, true, pipeline_round),
         ("bare script (no owner check)", &bare, false, script_round),
-        ("`Lock` watchdog", &watchdog, false, script_round),
+        ("`Lock` watchdog", &watchdog, false, pipeline_round),
     ] {
         let expected_requests = round as f64 / period;
         let w = &row.window;
@@ -227,7 +231,7 @@ async fn measure(
             String::new()
         };
         println!(
-            "\n{locks} locks, {} s lease: requests per renewal round (requests/s × lease/3): floor {:.0} (expected {pipeline_round}), bare script {:.0}, watchdog {:.0} (expected {script_round}{groups})\n",
+            "\n{locks} locks, {} s lease: requests per renewal round (requests/s × lease/3): floor {:.0} (expected {pipeline_round}), bare script {:.0} (expected {script_round}{groups}), watchdog {:.0} (expected {pipeline_round})\n",
             lease.as_secs(),
             floor.window.requests_per_s(floor.requests) * period,
             bare.window.requests_per_s(bare.requests) * period,

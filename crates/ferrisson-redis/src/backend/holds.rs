@@ -42,6 +42,16 @@ impl Renewal {
             Self::Permit => &SCRIPTS.xsem_renew,
         }
     }
+
+    /// How `renew_on_node.lua` names this layout.
+    pub(crate) fn layout(self) -> &'static str {
+        match self {
+            Self::Lock => "l",
+            Self::ReadWrite => "r",
+            Self::Simple => "s",
+            Self::Permit => "p",
+        }
+    }
 }
 
 /// One owner's hold on one lock, shared by every guard of that owner in this client.

@@ -1,22 +1,33 @@
 //! One task per client that renews every held watchdog lock, in batches.
 //!
+//! On one server or a Sentinel master a batch is one script call per layout and 100 holds.
+//! On a cluster a script call with declared keys must stay in one hash slot, and distinct
+//! lock names are almost all alone in theirs; so there the holds are grouped by the master
+//! serving their slot, and each master gets one request per round: a pipeline of
+//! `renew_on_node.lua` calls of up to 100 holds each, of any layouts and slots. A hold
+//! whose slot that master no longer serves (moved, or moving and its key gone) is renewed
+//! per slot, where the call follows `MOVED` and `ASK`.
+//!
 //! Each renewal is timed from before its request: a hold stays valid until that instant
 //! plus the lease. Errors are retried until the hold's local deadline; a lock found gone
 //! or taken, or a deadline that passes, fires the hold's lost-lock signal.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join, join_all};
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::backend::connection::Connection;
-use crate::backend::holds::Hold;
+use crate::backend::holds::{Hold, Renewal};
 use crate::backend::ids::OwnerId;
 use crate::backend::scripts::lock::Renew;
+use crate::backend::scripts::renew_on_node::{NodeRenewal, RenewOnNode};
+use crate::backend::slot::key_slot;
 use crate::observe::metrics::Instruments;
 
 /// Most locks renewed by one script call.
@@ -163,22 +174,161 @@ async fn run(connection: Connection, shared: Arc<Shared>, mut shutdown: oneshot:
             continue;
         }
 
-        // One script call renews holds of one layout whose keys the topology lets one
-        // call touch together (on a cluster: one hash slot).
-        let group = |hold: &Arc<Hold>| (hold.renewal, connection.call_group(hold.key()));
-        let mut due = due;
-        due.sort_by_cached_key(group);
-        let batches = due
-            .chunk_by(|a, b| group(a) == group(b))
-            .flat_map(|same| same.chunks(BATCH))
-            .map(|batch| {
-                renew_batch(&connection, batch, lease, retry_delay).instrument(renew_span(batch))
-            });
         tokio::select! {
             _ = &mut shutdown => return,
-            _ = join_all(batches) => {}
+            () = renew_round(&connection, due, lease, retry_delay) => {}
         }
     }
+}
+
+/// Renews the holds that fell due, all requests at once: on a cluster one request per
+/// node (a pipeline of calls of up to [`BATCH`] holds each), elsewhere one call per
+/// layout and [`BATCH`] holds.
+async fn renew_round(
+    connection: &Connection,
+    due: Vec<Arc<Hold>>,
+    lease: Duration,
+    retry_delay: Duration,
+) {
+    let Some(routes) = connection.renewal_routes().await else {
+        return renew_per_slot(connection, due, lease, retry_delay).await;
+    };
+    // The cluster's slot map as last read: each hold goes to the master that serves its
+    // key's slot there. A key whose slot moved since is answered "elsewhere" by that
+    // node and sent again on its own, where the cluster routes it now.
+    let mut by_node: HashMap<&str, Vec<Arc<Hold>>> = HashMap::new();
+    let mut unrouted = Vec::new();
+    for hold in due {
+        match routes.address_of(key_slot(hold.key().as_bytes())) {
+            Some(address) => by_node.entry(address).or_default().push(hold),
+            None => unrouted.push(hold),
+        }
+    }
+    let on_nodes = by_node.iter().map(|(address, holds)| {
+        renew_on_node(connection, address, holds, lease, retry_delay).instrument(renew_span(holds))
+    });
+    let unrouted = async {
+        if !unrouted.is_empty() {
+            connection.forget_renewal_routes();
+            renew_per_slot(connection, unrouted, lease, retry_delay).await;
+        }
+    };
+    join(join_all(on_nodes), unrouted).await;
+}
+
+/// Renews `due` with one call per layout and call group (on a cluster a hash slot, where
+/// the call follows `MOVED` and `ASK`), [`BATCH`] holds at most per call.
+async fn renew_per_slot(
+    connection: &Connection,
+    mut due: Vec<Arc<Hold>>,
+    lease: Duration,
+    retry_delay: Duration,
+) {
+    let group = |hold: &Arc<Hold>| (hold.renewal, connection.call_group(hold.key()));
+    due.sort_by_cached_key(group);
+    let batches = due
+        .chunk_by(|a, b| group(a) == group(b))
+        .flat_map(|same| same.chunks(BATCH))
+        .map(|batch| {
+            renew_batch(connection, batch, lease, retry_delay).instrument(renew_span(batch))
+        });
+    join_all(batches).await;
+}
+
+/// Renews holds of any layouts on the cluster node at `address` in one request: a
+/// pipeline of one call per [`BATCH`] holds. Holds the node no longer serves, those of a
+/// call the node refused, and all of them when the node cannot be reached (it failed
+/// over, it left), are renewed per slot instead.
+async fn renew_on_node(
+    connection: &Connection,
+    address: &str,
+    holds: &[Arc<Hold>],
+    lease: Duration,
+    retry_delay: Duration,
+) {
+    let batches: Vec<Vec<(Renewal, &str, OwnerId)>> = holds
+        .chunks(BATCH)
+        .map(|batch| {
+            batch
+                .iter()
+                .map(|h| (h.renewal, h.key(), h.owner))
+                .collect()
+        })
+        .collect();
+    let calls: Vec<RenewOnNode<'_>> = batches
+        .iter()
+        .map(|batch| RenewOnNode {
+            lease,
+            holds: batch,
+        })
+        .collect();
+    let sent_at = Instant::now();
+    let reply = tokio::time::timeout_at(
+        give_up_at(holds, sent_at, retry_delay),
+        connection.run_all_on_node(&calls, address),
+    )
+    .await;
+    let replies = match reply {
+        Ok(Ok(replies)) if replies.len() == calls.len() => replies,
+        Ok(Err(e)) if reached_no_node(&e) => {
+            tracing::debug!(node = address, error = %e, "renewal request to a node failed; renewing per slot");
+            connection.forget_renewal_routes();
+            return renew_per_slot(connection, holds.to_vec(), lease, retry_delay).await;
+        }
+        Ok(Ok(_)) => return settle(holds, lease, Ok(Ok(Vec::new())), sent_at, retry_delay),
+        Ok(Err(e)) => return settle(holds, lease, Ok(Err(e)), sent_at, retry_delay),
+        Err(elapsed) => return settle(holds, lease, Err(elapsed), sent_at, retry_delay),
+    };
+    let mut answered = Vec::with_capacity(holds.len());
+    let mut renewed = Vec::with_capacity(holds.len());
+    let mut elsewhere = Vec::new();
+    for (batch, reply) in holds.chunks(BATCH).zip(replies) {
+        match reply {
+            Ok(results) if results.len() == batch.len() => {
+                for (hold, result) in batch.iter().zip(results) {
+                    match result {
+                        NodeRenewal::Elsewhere => elsewhere.push(Arc::clone(hold)),
+                        NodeRenewal::Renewed | NodeRenewal::Lost => {
+                            answered.push(Arc::clone(hold));
+                            renewed.push(result == NodeRenewal::Renewed);
+                        }
+                    }
+                }
+            }
+            Ok(_) => settle(batch, lease, Ok(Ok(Vec::new())), sent_at, retry_delay),
+            Err(e) => {
+                tracing::debug!(node = address, error = %e, "a renewal call was refused; renewing its holds per slot");
+                elsewhere.extend(batch.iter().cloned());
+            }
+        }
+    }
+    settle(&answered, lease, Ok(Ok(renewed)), sent_at, retry_delay);
+    if !elsewhere.is_empty() {
+        tracing::debug!(
+            node = address,
+            holds = elsewhere.len(),
+            "renewals for slots the node no longer serves; sending them where the slots are"
+        );
+        connection.forget_renewal_routes();
+        renew_per_slot(connection, elsewhere, lease, retry_delay).await;
+    }
+}
+
+/// True when a call sent to one node failed because that node could not take it (it went
+/// away, refused the connection, is not a master any more), not for want of time: sent
+/// per slot, the calls go wherever the cluster routes them now.
+fn reached_no_node(e: &crate::api::error::Error) -> bool {
+    crate::api::error::failed_command(e).is_some_and(|e| !e.is_timeout())
+}
+
+/// A reply that arrives after every hold's deadline is useless: give up at the earliest.
+fn give_up_at(batch: &[Arc<Hold>], sent_at: Instant, retry_delay: Duration) -> Instant {
+    let earliest_deadline = batch
+        .iter()
+        .map(|h| h.validity().deadline)
+        .min()
+        .unwrap_or(sent_at);
+    earliest_deadline.max(sent_at + retry_delay)
 }
 
 async fn renew_batch(
@@ -196,18 +346,28 @@ async fn renew_batch(
         lease,
         holds: &holds,
     };
-    // A reply that arrives after every hold's deadline is useless: give up at the earliest.
-    let earliest_deadline = batch
-        .iter()
-        .map(|h| h.validity().deadline)
-        .min()
-        .unwrap_or_else(Instant::now);
     let sent_at = Instant::now();
     let reply = tokio::time::timeout_at(
-        earliest_deadline.max(sent_at + retry_delay),
+        give_up_at(batch, sent_at, retry_delay),
         connection.run(&call),
     )
     .await;
+    settle(batch, lease, reply, sent_at, retry_delay);
+}
+
+/// Records what a renewal call sent at `sent_at` did for each hold of `batch`: extended,
+/// lost, or (the call failed) to be tried again until its deadline. Records the outcome
+/// on the current `ferrisson.renew` span.
+fn settle(
+    batch: &[Arc<Hold>],
+    lease: Duration,
+    reply: Result<crate::api::error::Result<Vec<bool>>, tokio::time::error::Elapsed>,
+    sent_at: Instant,
+    retry_delay: Duration,
+) {
+    if batch.is_empty() {
+        return;
+    }
     let span = tracing::Span::current();
     match reply {
         Ok(Ok(renewed)) if renewed.len() == batch.len() => {

@@ -26,8 +26,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, PushInfo, PushKind, RedisError, RedisResult,
-    ServerErrorKind, TlsCertificates, Value,
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, PushInfo, PushKind, RedisError,
+    RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
 
 use crate::api::error::RedisResultExt as _;
@@ -43,6 +43,9 @@ const SUBSCRIBE_ATTEMPTS: usize = 5;
 pub(crate) struct ClusterNodes {
     commands: ClusterConnection,
     subscriptions: ShardSubscriptions,
+    /// Which master serves which slot, as the watchdog last read it (`CLUSTER SLOTS`), to
+    /// send one renewal call per node; none until read, or after a renewal found it stale.
+    renewal_routes: Mutex<Option<Arc<SlotOwners>>>,
 }
 
 impl ClusterNodes {
@@ -133,6 +136,7 @@ impl ClusterNodes {
                 stale: Arc::new(AtomicBool::new(true)),
             },
             commands,
+            renewal_routes: Mutex::new(None),
         })
     }
 
@@ -155,7 +159,13 @@ impl ClusterNodes {
                     SingleNodeRoutingInfo::ByAddress { host, port },
                 ))
                 .await?;
-                replies.pop().ok_or(e)
+                // The importing node's error answer (a script it has not loaded yet) is
+                // an error, as for a routed command, not a value.
+                match replies.pop() {
+                    Some(Value::ServerError(error)) => Err(error.into()),
+                    Some(value) => Ok(value),
+                    None => Err(e),
+                }
             }
             outcome => outcome,
         }
@@ -182,18 +192,70 @@ impl ClusterNodes {
     }
 
     /// Sends `cmd` to the node at `address` (`host:port`), for commands that walk one
-    /// node's keys (`SCAN`: its cursor means nothing on another node).
+    /// node's keys (`SCAN`: its cursor means nothing on another node) and the watchdog's
+    /// renewals per node. The node's error answer is an error, as for routed commands (a
+    /// routed-by-address reply carries it as a value).
     pub(crate) async fn send_to_node(&self, cmd: &Cmd, address: &str) -> RedisResult<Value> {
         let (host, port) = split_address(address).ok_or_else(|| {
             RedisError::from((ErrorKind::Parse, "bad node address", address.to_owned()))
         })?;
-        self.commands
+        match self
+            .commands
             .clone()
             .route_command(
                 cmd.clone(),
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
             )
+            .await?
+        {
+            Value::ServerError(error) => Err(error.into()),
+            value => Ok(value),
+        }
+    }
+
+    /// Sends every command of `pipeline` to the node at `address` in one request (the
+    /// watchdog's renewals of one node); each reply in order, the node's error answer to
+    /// one command as a [`Value::ServerError`] in its place.
+    pub(crate) async fn send_pipeline_to_node(
+        &self,
+        pipeline: &Pipeline,
+        address: &str,
+    ) -> RedisResult<Vec<Value>> {
+        let (host, port) = split_address(address).ok_or_else(|| {
+            RedisError::from((ErrorKind::Parse, "bad node address", address.to_owned()))
+        })?;
+        self.commands
+            .clone()
+            .route_pipeline(
+                pipeline.clone(),
+                0,
+                pipeline.len(),
+                SingleNodeRoutingInfo::ByAddress { host, port },
+            )
             .await
+    }
+
+    /// Which master serves which slot, for the watchdog's grouping of renewals per node:
+    /// the map read last, or read now (`CLUSTER SLOTS`) when there is none.
+    pub(crate) async fn renewal_routes(&self) -> RedisResult<Arc<SlotOwners>> {
+        if let Some(routes) = self.lock_renewal_routes().clone() {
+            return Ok(routes);
+        }
+        let routes = Arc::new(cluster_slots(&self.commands).await?);
+        *self.lock_renewal_routes() = Some(Arc::clone(&routes));
+        Ok(routes)
+    }
+
+    /// Forgets the renewal map: a renewal found a key its node no longer serves, or a node
+    /// failed; the next round reads the map again.
+    pub(crate) fn forget_renewal_routes(&self) {
+        *self.lock_renewal_routes() = None;
+    }
+
+    fn lock_renewal_routes(&self) -> std::sync::MutexGuard<'_, Option<Arc<SlotOwners>>> {
+        self.renewal_routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The masters' addresses (`host:port`), each once, from `CLUSTER SLOTS`.
@@ -375,16 +437,21 @@ impl redis::aio::AsyncPushSender for NodePush {
 
 /// Which master serves each slot, as ranges.
 #[derive(Default)]
-struct SlotOwners {
+pub(crate) struct SlotOwners {
     /// `(first slot, last slot, "host:port")`, sorted by first slot.
     ranges: Vec<(u16, u16, String)>,
 }
 
 impl SlotOwners {
     fn get(&self, slot: u16) -> Option<String> {
+        self.address_of(slot).map(str::to_owned)
+    }
+
+    /// The address (`host:port`) of the master serving `slot`, if one does.
+    pub(crate) fn address_of(&self, slot: u16) -> Option<&str> {
         let index = self.ranges.partition_point(|(first, _, _)| *first <= slot);
         let (first, last, address) = self.ranges.get(index.checked_sub(1)?)?;
-        (*first..=*last).contains(&slot).then(|| address.clone())
+        (*first..=*last).contains(&slot).then_some(address.as_str())
     }
 
     /// Records that `slot` moved to `address` (a `MOVED` reply).

@@ -41,7 +41,7 @@ pub(crate) mod cluster;
 pub(crate) mod push;
 pub(crate) mod sentinel;
 
-use cluster::ClusterNodes;
+use cluster::{ClusterNodes, SlotOwners};
 use sentinel::SentinelMaster;
 
 /// How often a call the server did not execute (a redirection, a failover in progress)
@@ -112,10 +112,108 @@ impl Connection {
         let reply =
             C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))?;
         if !self.acks.is_none() && call.wrote_a_hold(&reply) {
-            self.acknowledge(evalsha.first_key()).await?;
+            self.acknowledge(WrittenOn::KeyOwner(evalsha.first_key()))
+                .await?;
         }
         evalsha.recycle();
         Ok(reply)
+    }
+
+    /// Which master serves which hash slot, for the watchdog to send one renewal call per
+    /// node: none on one server or Sentinel (every key is on the one master), or when the
+    /// cluster's map cannot be read now (the watchdog then renews per slot).
+    pub(crate) async fn renewal_routes(&self) -> Option<Arc<SlotOwners>> {
+        match &*self.topology {
+            Topology::Cluster(nodes) => match nodes.renewal_routes().await {
+                Ok(routes) => Some(routes),
+                Err(e) => {
+                    tracing::debug!(error = %e, "cluster slot map unreadable; renewing per slot");
+                    None
+                }
+            },
+            Topology::Single(_) | Topology::Sentinel(_) => None,
+        }
+    }
+
+    /// Drops the map [`Connection::renewal_routes`] gave: a renewal found it out of date.
+    pub(crate) fn forget_renewal_routes(&self) {
+        if let Topology::Cluster(nodes) = &*self.topology {
+            nodes.forget_renewal_routes();
+        }
+    }
+
+    /// Runs script calls of one script, without KEYS, on the cluster node at `address`
+    /// (`host:port`) in one request (a pipeline), each answered on its own; the script
+    /// checks each key as it touches it (`renew_on_node.lua`). Elsewhere (one master) each
+    /// runs as [`Connection::run`].
+    ///
+    /// # Errors
+    ///
+    /// The request's error when the node could not be reached or did not answer; a
+    /// call's own error (the node's error answer, a reply the script never gives) in its
+    /// place in the list.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Connection::run`].
+    pub(crate) async fn run_all_on_node<C: ScriptCall>(
+        &self,
+        calls: &[C],
+        address: &str,
+    ) -> Result<Vec<Result<C::Reply>>> {
+        let (Topology::Cluster(nodes), Some(first)) = (&*self.topology, calls.first()) else {
+            return Ok(futures_util::future::join_all(calls.iter().map(|c| self.run(c))).await);
+        };
+        let mut pipeline = redis::pipe();
+        for call in calls {
+            let evalsha = Invocation::evalsha(call);
+            pipeline.add_command(evalsha.cmd().clone());
+        }
+        let idempotent = calls.iter().all(ScriptCall::idempotent);
+        let mut loaded = false;
+        let values = loop {
+            let values = self
+                .resend_by_the_rules(idempotent, None, None, || {
+                    nodes.send_pipeline_to_node(&pipeline, address)
+                })
+                .await
+                .or_command_error()?;
+            // A node that does not know the script yet (a new master) answers every call
+            // NOSCRIPT, having run none: load it, send them again.
+            let unknown = values.iter().any(|v| {
+                matches!(v, Value::ServerError(e) if is_no_script(&RedisError::from(e.clone())))
+            });
+            if unknown && !loaded {
+                self.load(first.script(), None).await.or_command_error()?;
+                loaded = true;
+                continue;
+            }
+            break values;
+        };
+        if values.len() != calls.len() {
+            return Err(Error::Protocol(format!(
+                "{} replies to a pipeline of {} script calls",
+                values.len(),
+                calls.len()
+            )));
+        }
+        let replies: Vec<Result<C::Reply>> = values
+            .into_iter()
+            .map(|value| match value {
+                Value::ServerError(e) => Err(crate::api::error::command_error(e.into())),
+                value => {
+                    C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
+                }
+            })
+            .collect();
+        let wrote = calls
+            .iter()
+            .zip(&replies)
+            .any(|(call, reply)| reply.as_ref().is_ok_and(|r| call.wrote_a_hold(r)));
+        if !self.acks.is_none() && wrote {
+            self.acknowledge(WrittenOn::Node(address)).await?;
+        }
+        Ok(replies)
     }
 
     /// Waits for the acknowledgements a grant or a renewal needs (`WAIT`, then
@@ -126,9 +224,9 @@ impl Connection {
     /// [`RedisStoreError::NotReplicated`] or [`RedisStoreError::NotPersisted`] when
     /// fewer acknowledged in time; [`RedisStoreError::AofAcksUnavailable`] when the server refuses `WAITAOF` (it has no
     /// such command, or no append-only file of its own).
-    async fn acknowledge(&self, key: Option<&[u8]>) -> Result<()> {
+    async fn acknowledge(&self, written: WrittenOn<'_>) -> Result<()> {
         if let Some(wait) = self.acks.wait() {
-            let acked = self.wait_for_replicas(wait, key).await?;
+            let acked = self.wait_for_replicas(wait, written).await?;
             if acked < wait.replicas {
                 return Err(RedisStoreError::NotReplicated {
                     acked,
@@ -138,7 +236,7 @@ impl Connection {
             }
         }
         if let Some(aof) = self.acks.aof {
-            let (local, acked) = self.wait_for_aof(aof, key).await?;
+            let (local, acked) = self.wait_for_aof(aof, written).await?;
             let wanted = aof.acks.replicas_required();
             let local = aof.acks.local_required().then_some(local);
             if local == Some(false) || acked < wanted {
@@ -155,23 +253,23 @@ impl Connection {
 
     /// `WAIT` on the server that ran the last write for `key`: how many replicas have
     /// every write this connection sent so far.
-    async fn wait_for_replicas(&self, acks: ReplicaAcks, key: Option<&[u8]>) -> Result<u32> {
+    async fn wait_for_replicas(&self, acks: ReplicaAcks, written: WrittenOn<'_>) -> Result<u32> {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(acks.replicas)
             .arg(crate::api::lease::millis(acks.timeout));
-        let acked: i64 = self.query_where_written(cmd, key).await?;
+        let acked: i64 = self.query_where_written(cmd, written).await?;
         Ok(u32::try_from(acked).unwrap_or(0))
     }
 
     /// `WAITAOF` on the server that ran the last write for `key`: whether its own
     /// append-only file has every write this connection sent so far on disk, and how many
     /// replicas' files have them.
-    async fn wait_for_aof(&self, aof: AofWait, key: Option<&[u8]>) -> Result<(bool, u32)> {
+    async fn wait_for_aof(&self, aof: AofWait, written: WrittenOn<'_>) -> Result<(bool, u32)> {
         let mut cmd = redis::cmd("WAITAOF");
         cmd.arg(u8::from(aof.acks.local_required()))
             .arg(aof.acks.replicas_required())
             .arg(crate::api::lease::millis(aof.timeout));
-        let (local, replicas): (i64, i64) = match self.query_where_written(cmd, key).await {
+        let (local, replicas): (i64, i64) = match self.query_where_written(cmd, written).await {
             Ok(counts) => counts,
             Err(e) if failed_command(&e).is_some_and(refuses_waitaof) => {
                 let reason = failed_command(&e).map(redis_reason).unwrap_or_default();
@@ -185,13 +283,13 @@ impl Connection {
         Ok((local > 0, u32::try_from(replicas).unwrap_or(0)))
     }
 
-    /// Sends `cmd` to the server that ran the last call routed by `key`, on the
-    /// connection that carried it (`WAIT` and `WAITAOF` count that connection's writes):
-    /// on a cluster, the master of the key's slot.
+    /// Sends `cmd` to the server that ran the last write, on the connection that carried
+    /// it (`WAIT` and `WAITAOF` count that connection's writes): on a cluster, the master
+    /// of the key's slot, or the node a call was sent to.
     async fn query_where_written<T: FromRedisValue>(
         &self,
         cmd: Cmd,
-        key: Option<&[u8]>,
+        written: WrittenOn<'_>,
     ) -> Result<T> {
         let value: Value = match &*self.topology {
             Topology::Single(manager) => cmd
@@ -202,9 +300,14 @@ impl Connection {
                 .query_async(&mut master.manager())
                 .await
                 .or_command_error()?,
-            Topology::Cluster(nodes) => Box::pin(nodes.send_to_master_of(cmd, key))
-                .await
-                .or_command_error()?,
+            Topology::Cluster(nodes) => match written {
+                WrittenOn::KeyOwner(key) => Box::pin(nodes.send_to_master_of(cmd, key))
+                    .await
+                    .or_command_error()?,
+                WrittenOn::Node(address) => Box::pin(nodes.send_to_node(&cmd, address))
+                    .await
+                    .or_command_error()?,
+            },
         };
         T::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))
     }
@@ -456,6 +559,15 @@ impl Connection {
         };
         Ok(())
     }
+}
+
+/// Where a write that needs acknowledgements ran.
+#[derive(Clone, Copy)]
+enum WrittenOn<'a> {
+    /// The master of this key's slot (a call routed by its first key).
+    KeyOwner(Option<&'a [u8]>),
+    /// The cluster node at this address (a call sent to one node).
+    Node(&'a str),
 }
 
 /// The key a command is routed by: its first argument after the name, for the commands

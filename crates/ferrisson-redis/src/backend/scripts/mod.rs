@@ -15,6 +15,9 @@
 //! - `#!lua` (no flags): acquires and anything that can create keys. Refused before they
 //!   run while memory is full, whatever their first command.
 //! - `#!lua flags=no-writes`: reads.
+//! - `#!lua flags=allow-oom,allow-cross-slot-keys`: the watchdog's renewals of one cluster
+//!   node, whose keys lie in many hash slots and come as arguments (see
+//!   `renew_on_node.lua`).
 //!
 //! A script that hands out fencing tokens is `fencing_token.lua` (the shebang and the
 //! token function) followed by the script's own file, joined at compile time.
@@ -37,6 +40,7 @@ pub(crate) mod inspect;
 pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod rate;
+pub(crate) mod renew_on_node;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 pub(crate) mod simple;
@@ -436,6 +440,7 @@ scripts! {
     xsem_update_lease => ["xsem_update_lease.lua"],
     xsem_inspect => ["xsem_inspect.lua"],
     xsem_renew => ["xsem_renew.lua"],
+    renew_on_node => ["renew_on_node.lua"],
     latch_count_down => ["latch_count_down.lua"],
     latch_delete => ["latch_delete.lua"],
     election_campaign => ["fencing_token.lua", "election_campaign.lua"],
@@ -540,7 +545,13 @@ mod tests {
         for source in SOURCES {
             let first = source.lines().next().unwrap_or_default();
             assert!(
-                ["#!lua", "#!lua flags=allow-oom", "#!lua flags=no-writes"].contains(&first),
+                [
+                    "#!lua",
+                    "#!lua flags=allow-oom",
+                    "#!lua flags=no-writes",
+                    "#!lua flags=allow-oom,allow-cross-slot-keys",
+                ]
+                .contains(&first),
                 "a script starts with {first:?}, not a shebang:\n{source}"
             );
         }
