@@ -73,6 +73,9 @@ pub(crate) struct Hold {
     renewing: AtomicBool,
     /// When the watchdog should renew next.
     next_renewal: Mutex<Instant>,
+    /// The last renewal failed: the next one waits its retry delay in full, never
+    /// pulled forward to fill a batch (which would ask a failing server again at once).
+    retrying: AtomicBool,
 }
 
 impl Hold {
@@ -95,6 +98,7 @@ impl Hold {
             guards: AtomicUsize::new(0),
             renewing: AtomicBool::new(false),
             next_renewal: Mutex::new(deadline),
+            retrying: AtomicBool::new(false),
         }
     }
 
@@ -182,6 +186,7 @@ impl Hold {
             .next_renewal
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = first;
+        self.retrying.store(false, Ordering::SeqCst);
         self.renewing.store(true, Ordering::SeqCst);
     }
 
@@ -200,11 +205,27 @@ impl Hold {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Schedules the next renewal at `at`, or earlier to share a batch.
     pub(crate) fn set_next_renewal(&self, at: Instant) {
         *self
             .next_renewal
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = at;
+        self.retrying.store(false, Ordering::SeqCst);
+    }
+
+    /// Schedules a retry of a failed renewal at `at`, not earlier.
+    pub(crate) fn set_retry(&self, at: Instant) {
+        *self
+            .next_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at;
+        self.retrying.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the next renewal is a retry that must not be pulled forward.
+    pub(crate) fn is_retrying(&self) -> bool {
+        self.retrying.load(Ordering::SeqCst)
     }
 }
 

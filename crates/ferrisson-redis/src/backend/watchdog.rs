@@ -145,7 +145,12 @@ async fn run(connection: Connection, shared: Arc<Shared>, mut shutdown: oneshot:
                     continue;
                 }
                 let at = hold.next_renewal();
-                if at <= now + early {
+                let margin = if hold.is_retrying() {
+                    Duration::ZERO
+                } else {
+                    early
+                };
+                if at <= now + margin {
                     due.push(Arc::clone(hold));
                 } else {
                     next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
@@ -418,7 +423,7 @@ fn settle(
                     hold.mark_lost();
                     lost += 1;
                 } else {
-                    hold.set_next_renewal(now + retry_delay);
+                    hold.set_retry(now + retry_delay);
                 }
             }
             span.record("outcome", outcome);
