@@ -210,13 +210,19 @@ impl Session {
             Ok(Some(false)) => Ok(Tried::Busy),
             // GET_LOCK's NULL: an error (out of memory, the thread killed).
             Ok(None) => Err(Error::Protocol("GET_LOCK answered NULL".into())),
-            Err(e) => {
-                if matches!(e, sqlx::Error::Io(_)) {
-                    self.fail(&mut slot);
-                }
-                Err(self.err(e))
-            }
+            Err(e) => Err(self.failed(&mut slot, e)),
         }
+    }
+
+    /// The error of a statement on the session; a session the connection or the server
+    /// ended (an I/O error, `pg_terminate_backend`, `KILL`, a shutdown) is ended here
+    /// too, so that the next statement opens a new one.
+    fn failed(&self, slot: &mut Option<(u64, Conn)>, e: sqlx::Error) -> Error {
+        let error = self.err(e);
+        if error.is_connection_error() {
+            self.fail(slot);
+        }
+        error
     }
 
     /// Releases the lock on the session it was taken on; false when that session is
@@ -245,15 +251,7 @@ impl Session {
             }
             _ => return Err(Error::Protocol("a key of the other database".into())),
         };
-        match released {
-            Ok(released) => Ok(released),
-            Err(e) => {
-                if matches!(e, sqlx::Error::Io(_)) {
-                    self.fail(&mut slot);
-                }
-                Err(self.err(e))
-            }
-        }
+        released.map_err(|e| self.failed(&mut slot, e))
     }
 
     /// One heartbeat: a round trip on the session while it holds anything. Moves every

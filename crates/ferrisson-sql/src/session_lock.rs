@@ -292,8 +292,16 @@ impl SessionLock {
                 }
                 notified.set(registration.notify().notified());
                 notified.as_mut().enable();
-                if let Some(guard) = self.attempt().await? {
-                    return Ok(Some(guard));
+                match self.attempt().await {
+                    Ok(Some(guard)) => return Ok(Some(guard)),
+                    Ok(None) => {}
+                    // The session went away while waiting (the database restarted, the
+                    // session was killed): the next try opens a new one; the wait's
+                    // deadline still bounds it.
+                    Err(e) if e.is_connection_error() => {
+                        tracing::debug!(name = %self.name(), error = %e, "session lock waiter lost its session; waiting on");
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         })

@@ -352,9 +352,17 @@ impl TableLock {
                 }
                 notified.set(registration.notify().notified());
                 notified.as_mut().enable();
-                match self.attempt().await? {
-                    Step::Granted(guard) => return Ok(Some(guard)),
-                    Step::Busy(left) => holder_left = left,
+                match self.attempt().await {
+                    Ok(Step::Granted(guard)) => return Ok(Some(guard)),
+                    Ok(Step::Busy(left)) => holder_left = left,
+                    // The database went away while waiting (a restart, the connection
+                    // killed): the next look reconnects; the wait's deadline still
+                    // bounds it.
+                    Err(e) if e.is_connection_error() => {
+                        tracing::debug!(name = %self.name(), error = %e, "lock table waiter lost its connection; waiting on");
+                        holder_left = None;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         })
