@@ -412,7 +412,6 @@ async fn postgres_table_connection_killed() {
         sql_count(&r, "contender_refused_while_held"),
         u64::from(ITERATIONS)
     );
-    assert_eq!(r.counters.lost_signals, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,7 +474,6 @@ async fn postgres_table_restarted() {
     let r = small(Scenario::PostgresTableRestarted).await;
     assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
     assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
-    assert_eq!(r.counters.lost_signals, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,7 +496,6 @@ async fn mariadb_table_connection_killed() {
         sql_count(&r, "contender_refused_while_held"),
         u64::from(ITERATIONS)
     );
-    assert_eq!(r.counters.lost_signals, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -561,7 +558,6 @@ async fn mariadb_table_restarted() {
     let r = small(Scenario::MariaDbTableRestarted).await;
     assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
     assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
-    assert_eq!(r.counters.lost_signals, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

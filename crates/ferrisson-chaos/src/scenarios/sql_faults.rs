@@ -39,7 +39,10 @@ const HOLDER_LOGIN: &str = "holder";
 
 /// Sessions of the holder ended by the server (per iteration; summed).
 const SESSIONS_KILLED: &str = "holder_sessions_killed";
-/// Iterations in which the holder still held the lock once the fault was over.
+/// Iterations in which the holder still held the lock once the fault was over (a loss
+/// cannot be undone: it never lost it). Only A's losses count here; B's own short
+/// critical section may lose its lease on a starved machine without telling anything
+/// about the fault.
 const HOLDER_KEPT: &str = "holder_kept_the_lock";
 /// Iterations in which the holder's `lost()` fired.
 const HOLDER_TOLD: &str = "holder_lost_signalled";
@@ -195,16 +198,6 @@ impl FaultScenario for SqlFault {
                 all(B_GRANTED, "the waiter was granted after the release");
             }
         }
-        if matches!(
-            self,
-            Self::ConnectionKilled(_, LockForm::Table) | Self::Restarted(_, LockForm::Table)
-        ) && c.lost_signals != 0
-        {
-            expect.fail(format!(
-                "lost signals = {}, expected 0 (the row outlives the sessions)",
-                c.lost_signals
-            ));
-        }
         // Every wait this module measures is a poll, a notification or one lease away
         // from its cause: five leases tell that apart from a waiter that slept through.
         let bound = config.lease * 5;
@@ -214,7 +207,7 @@ impl FaultScenario for SqlFault {
             GRANTED_AFTER_HEAL,
             GRANTED_AFTER_RESTART,
         ] {
-            if let Some(ms) = c.measures.get(name)
+            if let Some(ms) = c.measures.get(&format!("{name}_ms"))
                 && Duration::from_millis(*ms) > bound
             {
                 expect.fail(format!(
