@@ -397,3 +397,176 @@ async fn cluster_node_partitioned() {
     assert!(r.documented_unsafe);
     assert_contest_recorded(&r, true);
 }
+
+/// The count `name` of a SQL fault scenario, summed over its iterations.
+fn sql_count(r: &ScenarioReport, name: &str) -> u64 {
+    r.counters.counts.get(name).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_table_connection_killed() {
+    let r = small(Scenario::PostgresTableConnectionKilled).await;
+    assert!(sql_count(&r, "holder_sessions_killed") >= u64::from(ITERATIONS));
+    assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
+    assert_eq!(
+        sql_count(&r, "contender_refused_while_held"),
+        u64::from(ITERATIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_session_connection_killed() {
+    let r = small(Scenario::PostgresSessionConnectionKilled).await;
+    assert!(r.documented_unsafe);
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_table_holder_paused() {
+    let r = small(Scenario::PostgresTableHolderPaused).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_table_holder_blackholed() {
+    let r = small(Scenario::PostgresTableHolderBlackholed).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_session_holder_blackholed() {
+    let r = small(Scenario::PostgresSessionHolderBlackholed).await;
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+    // The server kept the lock after the holder let go of it, until the link healed.
+    assert!(
+        r.counters
+            .measures
+            .contains_key("server_kept_after_lost_ms")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_table_restarted() {
+    let r = small(Scenario::PostgresTableRestarted).await;
+    assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_session_restarted() {
+    let r = small(Scenario::PostgresSessionRestarted).await;
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_table_connection_killed() {
+    let r = small(Scenario::MariaDbTableConnectionKilled).await;
+    assert!(sql_count(&r, "holder_sessions_killed") >= u64::from(ITERATIONS));
+    assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
+    assert_eq!(
+        sql_count(&r, "contender_refused_while_held"),
+        u64::from(ITERATIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_session_connection_killed() {
+    let r = small(Scenario::MariaDbSessionConnectionKilled).await;
+    assert!(r.documented_unsafe);
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_table_holder_paused() {
+    let r = small(Scenario::MariaDbTableHolderPaused).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_table_holder_blackholed() {
+    let r = small(Scenario::MariaDbTableHolderBlackholed).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_session_holder_blackholed() {
+    let r = small(Scenario::MariaDbSessionHolderBlackholed).await;
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.double_grants, 0);
+    // The server kept the lock after the holder let go of it, until the link healed.
+    assert!(
+        r.counters
+            .measures
+            .contains_key("server_kept_after_lost_ms")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_table_restarted() {
+    let r = small(Scenario::MariaDbTableRestarted).await;
+    assert_eq!(sql_count(&r, "holder_kept_the_lock"), u64::from(ITERATIONS));
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_session_restarted() {
+    let r = small(Scenario::MariaDbSessionRestarted).await;
+    assert_eq!(
+        sql_count(&r, "holder_lost_signalled"),
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
+    assert_eq!(r.counters.double_grants, 0);
+}

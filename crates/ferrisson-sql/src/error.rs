@@ -93,12 +93,16 @@ impl StoreError for SqlError {
     }
 
     fn is_transient(&self) -> bool {
-        // A deadlock victim may simply try again.
-        matches!(self, Self::Deadlock { .. })
-            || matches!(
-                self.database_error(),
-                Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_))
-            )
+        // A deadlock victim may simply try again; so may a caller whose session the
+        // server ended.
+        if matches!(self, Self::Deadlock { .. }) {
+            return true;
+        }
+        match self.database_error() {
+            Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_)) => true,
+            Some(cause) => session_ended_by_server(cause),
+            None => false,
+        }
     }
 
     fn maybe_executed(&self) -> bool {
@@ -107,16 +111,37 @@ impl StoreError for SqlError {
     }
 
     fn is_connection(&self) -> bool {
-        matches!(
-            self.database_error(),
+        match self.database_error() {
             Some(
                 sqlx::Error::Io(_)
-                    | sqlx::Error::PoolTimedOut
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::Tls(_)
-            )
-        )
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_),
+            ) => true,
+            Some(cause) => session_ended_by_server(cause),
+            None => false,
+        }
     }
+}
+
+/// MySQL/MariaDB error numbers that end the session: the connection killed (`KILL`,
+/// 1927), the server shutting down (1053), a connection aborted (1152, 1184).
+const MYSQL_SESSION_ENDED: [u16; 4] = [1927, 1053, 1152, 1184];
+
+/// Whether the server answered that it ended the session: PostgreSQL's operator
+/// intervention (`57P01` terminated by an administrator or a shutdown, `57P02` crash,
+/// `57P03` cannot connect now) and connection exceptions (class `08`), MySQL's killed
+/// connection or shutdown. The session is gone as surely as after an I/O error.
+fn session_ended_by_server(cause: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = cause else {
+        return false;
+    };
+    if let Some(mysql) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return MYSQL_SESSION_ENDED.contains(&mysql.number())
+            || mysql.code().is_some_and(|state| state.starts_with("08"));
+    }
+    db.code()
+        .is_some_and(|state| state.starts_with("08") || state.starts_with("57P"))
 }
 
 /// Converts a driver error of `dialect` to the contract's error, recognising a missing

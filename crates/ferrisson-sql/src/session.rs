@@ -306,12 +306,15 @@ impl Session {
         }
     }
 
-    /// The error of `e`, ending the session first when the connection broke.
+    /// The error of `e`, ending the session first when the connection or the server ended
+    /// it (an I/O error, `pg_terminate_backend`, `KILL`, a shutdown), so that the next
+    /// statement opens a new one.
     fn failed(&self, slot: &mut Option<(u64, Conn)>, e: sqlx::Error) -> Error {
-        if matches!(e, sqlx::Error::Io(_)) {
+        let error = self.err(e);
+        if error.is_connection_error() {
             self.fail(slot);
         }
-        self.err(e)
+        error
     }
 
     /// Tries the lock once on the session: without waiting when `wait` is zero, else (on

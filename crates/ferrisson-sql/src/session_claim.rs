@@ -189,8 +189,12 @@ impl Claim {
         let notified = registration.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if let Some(hold) = self.attempt(Duration::ZERO).await? {
-            return Ok(Some(hold));
+        match self.attempt(Duration::ZERO).await {
+            Ok(Some(hold)) => return Ok(Some(hold)),
+            Ok(None) => {}
+            // As the lock table's wait: a bounded wait rides out a lost session.
+            Err(e) if crate::wake::rides_out(wait, &e) => {}
+            Err(e) => return Err(e),
         }
         if wait == Some(Duration::ZERO) {
             return Ok(None);
@@ -217,8 +221,16 @@ impl Claim {
                 let slice = deadline.map_or(WAIT_SLICE, |d| {
                     d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
                 });
-                if let Some(hold) = self.attempt(slice).await? {
-                    return Ok(Some(hold));
+                match self.attempt(slice).await {
+                    Ok(Some(hold)) => return Ok(Some(hold)),
+                    Ok(None) => {}
+                    // The session went away while waiting (the database restarted, the
+                    // session was killed): the next try opens a new one; the wait's
+                    // deadline still bounds it.
+                    Err(e) if e.is_connection_error() => {
+                        tracing::debug!(name = %self.probe.name, error = %e, "session lock waiter lost its session; waiting on");
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         })

@@ -328,9 +328,14 @@ impl TableLock {
         let notified = registration.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let mut holder_left = match self.attempt().await? {
-            Step::Granted(guard) => return Ok(Some(guard)),
-            Step::Busy(left) => left,
+        let mut holder_left = match self.attempt().await {
+            Ok(Step::Granted(guard)) => return Ok(Some(guard)),
+            Ok(Step::Busy(left)) => left,
+            // A wait with a deadline rides out a database that is away (a restart) until
+            // then; a try, or a wait without a deadline, reports it at once rather than
+            // wait on silently.
+            Err(e) if crate::wake::rides_out(wait, &e) => None,
+            Err(e) => return Err(e),
         };
         if wait == Some(Duration::ZERO) {
             return Ok(None);
@@ -352,9 +357,17 @@ impl TableLock {
                 }
                 notified.set(registration.notify().notified());
                 notified.as_mut().enable();
-                match self.attempt().await? {
-                    Step::Granted(guard) => return Ok(Some(guard)),
-                    Step::Busy(left) => holder_left = left,
+                match self.attempt().await {
+                    Ok(Step::Granted(guard)) => return Ok(Some(guard)),
+                    Ok(Step::Busy(left)) => holder_left = left,
+                    // The database went away while waiting (a restart, the connection
+                    // killed): the next look reconnects; the wait's deadline still
+                    // bounds it.
+                    Err(e) if e.is_connection_error() => {
+                        tracing::debug!(name = %self.name(), error = %e, "lock table waiter lost its connection; waiting on");
+                        holder_left = None;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         })

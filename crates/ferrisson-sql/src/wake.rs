@@ -138,3 +138,9 @@ pub(crate) async fn run_listener(mut listener: PgListener, channel: String, wake
         }
     }
 }
+
+/// Whether a wait of `wait` goes on through `error` on its first look: only a bounded
+/// wait, through a lost connection.
+pub(crate) fn rides_out(wait: Option<Duration>, error: &ferrisson_core::Error) -> bool {
+    wait.is_some_and(|w| !w.is_zero()) && error.is_connection_error()
+}

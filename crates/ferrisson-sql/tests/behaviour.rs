@@ -147,6 +147,39 @@ async fn a_killed_session_loses_every_lock_on_it() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A waiter whose own session is ended by the server while it waits (a restart, an
+/// administrator's kill) keeps waiting on a new session and is granted at the release,
+/// instead of failing with the server's "terminating connection" error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_session_is_killed_waits_on() -> anyhow::Result<()> {
+    for base in bases() {
+        let holder = SessionUnderTest::of(&base).await?;
+        let waiter = holder.another_client().await?;
+        let suffix = support::fresh_table();
+        let (wanted, marker) = (format!("w-{suffix}"), format!("m-{suffix}"));
+        let held = holder.client.session_lock(&wanted)?.lock().await?;
+        // The marker pins the waiter's session, so that it can be found and ended.
+        let pin = waiter.client.session_lock(&marker)?.lock().await?;
+        let waiting = {
+            let lock = waiter.client.session_lock(&wanted)?;
+            tokio::spawn(async move { lock.lock_timeout(Duration::from_secs(20)).await })
+        };
+        // Let the waiter look at least once on its session.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            holder.client.session_lock(&marker)?.force_unlock().await?,
+            "{base}: the waiter's session was not found"
+        );
+        tokio::time::timeout(Duration::from_secs(5), pin.lost())
+            .await
+            .map_err(|_| anyhow::anyhow!("{base}: the waiter's session did not end"))?;
+        held.unlock().await?;
+        let granted = waiting.await??;
+        assert!(granted.is_some(), "{base}: the waiter was not granted");
+    }
+    Ok(())
+}
+
 /// MySQL compares lock names without case: ferrisson hashes mixed-case names, so that
 /// "Job" and "job" stay two locks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,11 @@
 //! It also starts private ZooKeeper servers ([`ZooKeeper`]: one standalone server or a
 //! three-member ensemble, each member a JVM of its own on free loopback ports).
 //!
+//! And private database servers: PostgreSQL ([`PostgresServer`]) and MariaDB
+//! ([`MariaDbServer`]), each on a free loopback port with a data directory copied from a
+//! template initialized once per machine; they can be stopped, killed, frozen and started
+//! again on the same port and data. The machine's own database services are never used.
+//!
 //! Clusters and Sentinel groups can run protected, as production ones do: TLS only on
 //! every port ([`ClusterBuilder::tls`], [`SentinelBuilder::tls`], with certificates made
 //! for the test) and ACL users with the default user off ([`ClusterBuilder::acl_user`],
@@ -33,8 +38,11 @@
 mod clock;
 mod cluster;
 mod cluster_view;
+mod database_dir;
 mod etcd;
+mod mariadb;
 mod memory;
+mod postgres;
 mod proxy;
 mod resp;
 mod secured;
@@ -49,7 +57,9 @@ mod zookeeper;
 pub use clock::ClockShift;
 pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
 pub use etcd::{EtcdCluster, etcd_binary, etcdctl_binary};
+pub use mariadb::{MariaDbServer, mariadbd_binary};
 pub use memory::FullMemory;
+pub use postgres::{PostgresServer, postgres_bin_dir};
 pub use proxy::{Direction, FaultProxy, Faults, ProxyControl};
 pub use resp::Reply;
 pub use sentinel::{SentinelBuilder, SentinelGroup};

@@ -9,6 +9,8 @@
 //! - on a `go` line it prints `holder-belief HELD DEADLINE WALL_MS` (`is_held()`, the
 //!   guard's deadline, its own wall clock in milliseconds since the epoch), releases and
 //!   prints `holder-release OUTCOME`;
+//! - on a `lost?` line (before `go`) it waits up to one lease for the guard's `lost()`
+//!   and prints `holder-lost FIRED` (`true` or `false`);
 //! - at the end of its input it holds the lock until it is killed.
 
 use std::ffi::OsString;
@@ -32,6 +34,9 @@ use crate::history::{EventKind, Recorder, ReleaseOutcome};
 /// connects to (Redis, PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd); the lock is the
 /// store's default lock (`ferrisson::Client::lock`).
 pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
+
+/// The line that asks the holder whether its lock's `lost()` fired.
+const LOST_QUERY: &str = "lost?";
 
 /// How long the holder may take to answer a line.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
@@ -177,6 +182,21 @@ impl HolderProcess {
         })
     }
 
+    /// Asks the holder (before [`HolderProcess::finish`]) whether its guard's `lost()`
+    /// fires within one lease, recording the signal when it did.
+    pub(crate) async fn lost_reported(&mut self, rec: &Recorder) -> anyhow::Result<bool> {
+        let stdin = self.stdin.as_mut().context("piped")?;
+        stdin.write_all(LOST_QUERY.as_bytes())?;
+        stdin.write_all(b"\n")?;
+        // holder-lost FIRED
+        let line = self.next_line().await?;
+        let fired = line.split_whitespace().nth(1) == Some("true");
+        if fired {
+            rec.record(0, EventKind::Lost);
+        }
+        Ok(fired)
+    }
+
     async fn next_line(&mut self) -> anyhow::Result<String> {
         let lines = self.lines.take().context("one reader at a time")?;
         let (line, lines) = tokio::task::spawn_blocking(move || {
@@ -220,11 +240,18 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
         .fencing_token()
         .context("the holder's store gives no fencing token")?;
     println!("holder-token {} {}", token.get(), deadline(&guard)?);
-    let line = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map(|_| line)
-    })
-    .await??;
+    let read_line = || {
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+    };
+    let mut line = read_line().await??;
+    if line.trim() == LOST_QUERY {
+        let fired = tokio::time::timeout(lease, guard.lost()).await.is_ok();
+        println!("holder-lost {fired}");
+        line = read_line().await??;
+    }
     if line.trim() != "go" {
         // Held (and renewed) until the parent kills this process.
         std::future::pending::<()>().await;

@@ -15,6 +15,7 @@ mod primitive_blackholed;
 mod redlock;
 mod sentinel_failover;
 mod sentinel_new_clients;
+mod sql_faults;
 mod stalled_holder;
 
 use serde::Serialize;
@@ -266,6 +267,124 @@ registry! {
         fault: "the lock's master SIGSTOPped until failed over, lease 10x, 2 waiting",
         runs: cluster_faults::ClusterFault::NodePartitioned,
     },
+    /// PostgreSQL, lock table: every session of the holder ended by the server
+    /// (`pg_terminate_backend`) while it holds the lock. The row lives in the table, not in a
+    /// session: the watchdog renews it over a new connection, the holder keeps the lock,
+    /// a contender's try is refused, and the contender is granted after the release.
+    PostgresTableConnectionKilled {
+        name: "postgres-table-connection-killed",
+        fault: "holder's sessions ended by the server (pg_terminate_backend), lock table",
+        runs: sql_faults::SqlFault::ConnectionKilled(sql_faults::Database::Postgres, sql_faults::LockForm::Table),
+    },
+    /// PostgreSQL, session lock: the holder's session ended by the server (`pg_terminate_backend`).
+    /// The server frees the lock with the session and the waiting contender is granted;
+    /// the holder's heartbeat finds the session gone and `lost()` fires. A documented
+    /// unsafe case whose double grants are rare: a contender granted before the
+    /// holder's next heartbeat overlaps its belief, and there is no token to fence it.
+    PostgresSessionConnectionKilled {
+        name: "postgres-session-connection-killed",
+        fault: "holder's session ended by the server (pg_terminate_backend), session lock",
+        runs: sql_faults::SqlFault::ConnectionKilled(sql_faults::Database::Postgres, sql_faults::LockForm::Session),
+    },
+    /// PostgreSQL, lock table: the holder process frozen (SIGSTOP) past its lease. Its row
+    /// expires in the database's time and a contender takes it over with a greater
+    /// token; the resumed holder's `lost()` has fired and its late write is refused.
+    PostgresTableHolderPaused {
+        name: "postgres-table-holder-paused",
+        fault: "holder process SIGSTOPped for its lease and more, lock table",
+        runs: sql_faults::SqlFault::HolderPaused(sql_faults::Database::Postgres),
+    },
+    /// PostgreSQL, lock table: the holder's link blackholed for two leases. Its `lost()`
+    /// fires at its deadline, the contender takes the row over after its expiry, and the
+    /// holder's write on its stale check is refused.
+    PostgresTableHolderBlackholed {
+        name: "postgres-table-holder-blackholed",
+        fault: "holder's link blackholed for 2 leases, lock table",
+        runs: sql_faults::SqlFault::HolderBlackholed(sql_faults::Database::Postgres, sql_faults::LockForm::Table),
+    },
+    /// PostgreSQL, session lock: the holder's link blackholed for five leases. Its
+    /// heartbeat goes unanswered and `lost()` fires; the server hears nothing and keeps
+    /// the lock until the link heals (measured), and only then grants the contender.
+    PostgresSessionHolderBlackholed {
+        name: "postgres-session-holder-blackholed",
+        fault: "holder's link blackholed for 5 leases, session lock",
+        runs: sql_faults::SqlFault::HolderBlackholed(sql_faults::Database::Postgres, sql_faults::LockForm::Session),
+    },
+    /// PostgreSQL, lock table: the database stopped and started again while the lock is
+    /// held (lease 10x the run's, at least 3 s) and a contender waits. The row survives,
+    /// the holder keeps the lock, the contender is granted after the release.
+    PostgresTableRestarted {
+        name: "postgres-table-restarted",
+        fault: "database restarted while held, 1 waiting, lock table",
+        runs: sql_faults::SqlFault::Restarted(sql_faults::Database::Postgres, sql_faults::LockForm::Table),
+    },
+    /// PostgreSQL, session lock: the database stopped and started again while the lock is
+    /// held and a contender waits. The lock ends with the session, the holder's `lost()`
+    /// fires while the database is down, the contender is granted once it serves again.
+    PostgresSessionRestarted {
+        name: "postgres-session-restarted",
+        fault: "database restarted while held, 1 waiting, session lock",
+        runs: sql_faults::SqlFault::Restarted(sql_faults::Database::Postgres, sql_faults::LockForm::Session),
+    },
+    /// MariaDB, lock table: every session of the holder ended by the server
+    /// (`KILL`) while it holds the lock. The row lives in the table, not in a
+    /// session: the watchdog renews it over a new connection, the holder keeps the lock,
+    /// a contender's try is refused, and the contender is granted after the release.
+    MariaDbTableConnectionKilled {
+        name: "mariadb-table-connection-killed",
+        fault: "holder's sessions ended by the server (KILL), lock table",
+        runs: sql_faults::SqlFault::ConnectionKilled(sql_faults::Database::MariaDb, sql_faults::LockForm::Table),
+    },
+    /// MariaDB, session lock: the holder's session ended by the server (`KILL`).
+    /// The server frees the lock with the session and the waiting contender is granted;
+    /// the holder's heartbeat finds the session gone and `lost()` fires. A documented
+    /// unsafe case whose double grants are rare: a contender granted before the
+    /// holder's next heartbeat overlaps its belief, and there is no token to fence it.
+    MariaDbSessionConnectionKilled {
+        name: "mariadb-session-connection-killed",
+        fault: "holder's session ended by the server (KILL), session lock",
+        runs: sql_faults::SqlFault::ConnectionKilled(sql_faults::Database::MariaDb, sql_faults::LockForm::Session),
+    },
+    /// MariaDB, lock table: the holder process frozen (SIGSTOP) past its lease. Its row
+    /// expires in the database's time and a contender takes it over with a greater
+    /// token; the resumed holder's `lost()` has fired and its late write is refused.
+    MariaDbTableHolderPaused {
+        name: "mariadb-table-holder-paused",
+        fault: "holder process SIGSTOPped for its lease and more, lock table",
+        runs: sql_faults::SqlFault::HolderPaused(sql_faults::Database::MariaDb),
+    },
+    /// MariaDB, lock table: the holder's link blackholed for two leases. Its `lost()`
+    /// fires at its deadline, the contender takes the row over after its expiry, and the
+    /// holder's write on its stale check is refused.
+    MariaDbTableHolderBlackholed {
+        name: "mariadb-table-holder-blackholed",
+        fault: "holder's link blackholed for 2 leases, lock table",
+        runs: sql_faults::SqlFault::HolderBlackholed(sql_faults::Database::MariaDb, sql_faults::LockForm::Table),
+    },
+    /// MariaDB, session lock: the holder's link blackholed for five leases. Its
+    /// heartbeat goes unanswered and `lost()` fires; the server hears nothing and keeps
+    /// the lock until the link heals (measured), and only then grants the contender.
+    MariaDbSessionHolderBlackholed {
+        name: "mariadb-session-holder-blackholed",
+        fault: "holder's link blackholed for 5 leases, session lock",
+        runs: sql_faults::SqlFault::HolderBlackholed(sql_faults::Database::MariaDb, sql_faults::LockForm::Session),
+    },
+    /// MariaDB, lock table: the database stopped and started again while the lock is
+    /// held (lease 10x the run's, at least 3 s) and a contender waits. The row survives,
+    /// the holder keeps the lock, the contender is granted after the release.
+    MariaDbTableRestarted {
+        name: "mariadb-table-restarted",
+        fault: "database restarted while held, 1 waiting, lock table",
+        runs: sql_faults::SqlFault::Restarted(sql_faults::Database::MariaDb, sql_faults::LockForm::Table),
+    },
+    /// MariaDB, session lock: the database stopped and started again while the lock is
+    /// held and a contender waits. The lock ends with the session, the holder's `lost()`
+    /// fires while the database is down, the contender is granted once it serves again.
+    MariaDbSessionRestarted {
+        name: "mariadb-session-restarted",
+        fault: "database restarted while held, 1 waiting, session lock",
+        runs: sql_faults::SqlFault::Restarted(sql_faults::Database::MariaDb, sql_faults::LockForm::Session),
+    },
 }
 
 impl Scenario {
@@ -349,7 +468,9 @@ mod tests {
                 "server-clock-jumped",
                 "key-evicted",
                 "sentinel-failover",
-                "cluster-node-partitioned"
+                "cluster-node-partitioned",
+                "postgres-session-connection-killed",
+                "mariadb-session-connection-killed"
             ]
         );
     }
