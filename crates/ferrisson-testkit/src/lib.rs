@@ -9,7 +9,9 @@
 //! none touches the system Redis on port 6379.
 //!
 //! It also starts private ZooKeeper servers ([`ZooKeeper`]: one standalone server or a
-//! three-member ensemble, each member a JVM of its own on free loopback ports).
+//! three-member ensemble, each member a JVM of its own on free loopback ports), and an
+//! ensemble whose members reach each other through fault proxies, to cut members off
+//! ([`PartitionableEnsemble`]).
 //!
 //! Clusters and Sentinel groups can run protected, as production ones do: TLS only on
 //! every port ([`ClusterBuilder::tls`], [`SentinelBuilder::tls`], with certificates made
@@ -45,6 +47,7 @@ mod slot_migration;
 mod tls;
 mod wait;
 mod zookeeper;
+mod zookeeper_partition;
 
 pub use clock::ClockShift;
 pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
@@ -58,3 +61,4 @@ pub use slot::{CLUSTER_SLOTS, key_slot};
 pub use slot_migration::SlotMigration;
 pub use tls::{ClientAuth, TestCertificates, TlsRedisServer, unrelated_ca_pem};
 pub use zookeeper::{ZooKeeper, four_letter_word, java_binary, zookeeper_jar};
+pub use zookeeper_partition::PartitionableEnsemble;

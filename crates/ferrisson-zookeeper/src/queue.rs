@@ -27,7 +27,7 @@ fn protected_prefix(guid: &str) -> String {
 }
 
 /// A random version-4 UUID in its usual text form (Curator's node guid).
-fn new_guid() -> String {
+pub(crate) fn new_guid() -> String {
     let mut bytes: [u8; 16] = rand::random();
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;

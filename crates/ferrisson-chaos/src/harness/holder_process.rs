@@ -9,7 +9,9 @@
 //! - on a `go` line it prints `holder-belief HELD DEADLINE WALL_MS` (`is_held()`, the
 //!   guard's deadline, its own wall clock in milliseconds since the epoch), releases and
 //!   prints `holder-release OUTCOME`;
-//! - at the end of its input it holds the lock until it is killed.
+//! - at the end of its input it holds the lock until it is killed;
+//! - with [`REPORTS_LOST_ENV`] set, it prints `holder-lost INSTANT` (`CLOCK_MONOTONIC`
+//!   nanoseconds) when its guard's `lost()` fires before the `go` line.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write as _};
@@ -32,6 +34,10 @@ use crate::history::{EventKind, Recorder, ReleaseOutcome};
 /// connects to (Redis, PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd); the lock is the
 /// store's default lock (`ferrisson::Client::lock`).
 pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
+
+/// Environment variable (any value) that has the holder report its guard's `lost()`
+/// (see the module docs); read by [`HolderProcess::lost_within`].
+pub(crate) const REPORTS_LOST_ENV: &str = "FERRISSON_CHAOS_HOLDER_REPORTS_LOST";
 
 /// How long the holder may take to answer a line.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
@@ -177,6 +183,35 @@ impl HolderProcess {
         })
     }
 
+    /// Waits at most `wait` for the holder (spawned with [`REPORTS_LOST_ENV`]) to report
+    /// its guard's `lost()`, and records it at the instant the holder saw it. `false`
+    /// when no report came in time.
+    pub(crate) async fn lost_within(
+        &mut self,
+        rec: &Recorder,
+        wait: Duration,
+    ) -> anyhow::Result<bool> {
+        let lines = self.lines.take().context("one reader at a time")?;
+        let (line, lines) = tokio::task::spawn_blocking(move || {
+            let line = lines.recv_timeout(wait);
+            (line, lines)
+        })
+        .await?;
+        self.lines = Some(lines);
+        let Ok(line) = line else {
+            return Ok(false);
+        };
+        // holder-lost INSTANT_MONOTONIC_NANOS
+        let mut parts = line.split_whitespace();
+        anyhow::ensure!(
+            parts.next() == Some("holder-lost"),
+            "the holder said {line:?} before reporting its lost signal"
+        );
+        let at = on_history_clock(rec, parts.next().context("instant")?)?;
+        rec.record_at(at, 0, EventKind::Lost);
+        Ok(true)
+    }
+
     async fn next_line(&mut self) -> anyhow::Result<String> {
         let lines = self.lines.take().context("one reader at a time")?;
         let (line, lines) = tokio::task::spawn_blocking(move || {
@@ -220,11 +255,21 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
         .fencing_token()
         .context("the holder's store gives no fencing token")?;
     println!("holder-token {} {}", token.get(), deadline(&guard)?);
-    let line = tokio::task::spawn_blocking(|| {
+    let mut read = tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map(|_| line)
-    })
-    .await??;
+    });
+    let line = if std::env::var_os(REPORTS_LOST_ENV).is_some() {
+        tokio::select! {
+            () = guard.lost() => {
+                println!("holder-lost {}", monotonic()?.as_nanos());
+                (&mut read).await??
+            }
+            line = &mut read => line??,
+        }
+    } else {
+        read.await??
+    };
     if line.trim() != "go" {
         // Held (and renewed) until the parent kills this process.
         std::future::pending::<()>().await;
