@@ -8,7 +8,7 @@ use ferrisson_core::{Error, Result};
 use zookeeper_client::{Acls, CreateMode, Error as ZkE};
 
 use crate::client::{Client, Inner};
-use crate::error::zk;
+use crate::error::{connection_broke, zk};
 use crate::path::{BARRIERS_ROOT, path_of};
 use crate::queue::new_guid;
 
@@ -181,7 +181,7 @@ where
 {
     loop {
         match call().await {
-            Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) if connection_broke(&e) => tokio::time::sleep(Duration::from_millis(50)).await,
             other => return other,
         }
     }
@@ -222,7 +222,9 @@ impl Entry {
                         Err(e) => return Err(zk("create", &self.dir, e)),
                     }
                 }
-                Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) if connection_broke(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => return Err(zk("create", &node, e)),
             }
         }

@@ -16,7 +16,7 @@ use zookeeper_client::{Acls, CreateMode, SessionState};
 
 use crate::STORE;
 use crate::endpoint::Endpoint;
-use crate::error::{ZkError, zk};
+use crate::error::{ZkError, connection_broke, zk};
 use crate::lock::Lock;
 
 /// The session timeout a client asks for unless told otherwise. The server bounds it
@@ -379,7 +379,7 @@ impl Inner {
             match zk.delete(node, None).await {
                 Ok(()) => return Ok(true),
                 Err(zookeeper_client::Error::NoNode) => return Ok(false),
-                Err(zookeeper_client::Error::ConnectionLoss) if Instant::now() < deadline => {
+                Err(e) if connection_broke(&e) && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => return Err(zk_error("delete", node, e)),
