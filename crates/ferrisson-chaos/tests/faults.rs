@@ -570,3 +570,64 @@ async fn mariadb_session_restarted() {
     assert_eq!(sql_count(&r, "contender_granted"), u64::from(ITERATIONS));
     assert_eq!(r.counters.double_grants, 0);
 }
+
+/// ZooKeeper: the resumed holder reports its `lost()`, and its late write is refused by
+/// the fence, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_holder_paused() {
+    let r = small(Scenario::ZkHolderPaused).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(
+        r.counters.counts["holder_lost_reported"],
+        u64::from(ITERATIONS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_holder_blackholed() {
+    let r = small(Scenario::ZkHolderBlackholed).await;
+    assert_eq!(
+        r.counters.stale_writes_refused_fenced,
+        u64::from(ITERATIONS)
+    );
+    assert!(r.counters.lost_signals >= u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_holder_killed() {
+    let r = small(Scenario::ZkHolderKilled).await;
+    assert!(r.counters.measures.contains_key("handover_after_fault"));
+}
+
+/// The CURATOR-604 case: the new session never holds over the old session's node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_new_session_over_old_node() {
+    let r = small(Scenario::ZkNewSessionOverOldNode).await;
+    assert_eq!(r.counters.counts["new_session_granted_over_old_node"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_leader_killed() {
+    let r = small(Scenario::ZkLeaderKilled).await;
+    assert_eq!(
+        r.counters.counts["holder_node_survived"],
+        u64::from(ITERATIONS)
+    );
+    assert_eq!(r.counters.counts["waiters_granted"], u64::from(ITERATIONS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_minority_cut() {
+    let r = small(Scenario::ZkMinorityCut).await;
+    assert_eq!(r.counters.lost_signals, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_majority_cut() {
+    let r = small(Scenario::ZkMajorityCut).await;
+    assert_eq!(r.counters.counts["granted_during_cut"], 0);
+    assert_eq!(r.counters.counts["waiters_granted"], u64::from(ITERATIONS));
+}

@@ -9,7 +9,9 @@
 //! none touches the system Redis on port 6379.
 //!
 //! It also starts private ZooKeeper servers ([`ZooKeeper`]: one standalone server or a
-//! three-member ensemble, each member a JVM of its own on free loopback ports).
+//! three-member ensemble, each member a JVM of its own on free loopback ports), and an
+//! ensemble whose members reach each other through fault proxies, to cut members off
+//! ([`PartitionableEnsemble`]).
 //!
 //! And private database servers: PostgreSQL ([`PostgresServer`]) and MariaDB
 //! ([`MariaDbServer`]), each on a free loopback port with a data directory copied from a
@@ -53,6 +55,7 @@ mod slot_migration;
 mod tls;
 mod wait;
 mod zookeeper;
+mod zookeeper_partition;
 
 pub use clock::ClockShift;
 pub use cluster::{ClusterBuilder, FailoverMode, RedisCluster, redis_cli_binary};
@@ -68,3 +71,4 @@ pub use slot::{CLUSTER_SLOTS, key_slot};
 pub use slot_migration::SlotMigration;
 pub use tls::{ClientAuth, TestCertificates, TlsRedisServer, unrelated_ca_pem};
 pub use zookeeper::{ZooKeeper, four_letter_word, java_binary, zookeeper_jar};
+pub use zookeeper_partition::PartitionableEnsemble;

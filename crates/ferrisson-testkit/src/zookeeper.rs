@@ -61,11 +61,37 @@ pub fn zookeeper_jar() -> io::Result<PathBuf> {
 
 /// The ports of one member on 127.0.0.1.
 #[derive(Debug, Clone, Copy)]
-struct Ports {
-    client: u16,
-    quorum: u16,
-    election: u16,
+pub(crate) struct Ports {
+    pub(crate) client: u16,
+    pub(crate) quorum: u16,
+    pub(crate) election: u16,
 }
+
+impl Ports {
+    /// Three free loopback ports.
+    pub(crate) fn free() -> io::Result<Self> {
+        Ok(Self {
+            client: free_port()?,
+            quorum: free_port()?,
+            election: free_port()?,
+        })
+    }
+}
+
+/// How many ticks a follower may take to connect and sync (`initLimit`) and to answer
+/// the leader (`syncLimit`): the time a cut-off member takes to notice.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) init: u32,
+    pub(crate) sync: u32,
+}
+
+/// The kit's usual limits: patient with JVMs starting on a busy machine.
+const DEFAULT_LIMITS: Limits = Limits { init: 50, sync: 15 };
+
+/// Where member `from` (1-based id) reaches member `to`'s quorum and election ports:
+/// `None` for the member's own ports (every member's default).
+pub(crate) type Route<'a> = &'a dyn Fn(usize, usize) -> Option<(u16, u16)>;
 
 /// One `QuorumPeerMain` process of a [`ZooKeeper`].
 #[derive(Debug)]
@@ -234,34 +260,49 @@ impl ZooKeeper {
     }
 
     fn start(size: usize) -> io::Result<Self> {
-        let jar = zookeeper_jar()?;
         let mut last_error = None;
         for _ in 0..PORT_ATTEMPTS {
-            let mut zk = Self::configure(size, jar.clone())?;
-            for member in &mut zk.members {
-                member.spawn(&zk.jar)?;
-            }
-            match zk.wait_all_serving() {
-                Ok(()) => return Ok(zk),
-                // Dropping it kills what started; try again on other ports.
+            let ports = (0..size)
+                .map(|_| Ports::free())
+                .collect::<io::Result<_>>()?;
+            match Self::start_routed(ports, DEFAULT_LIMITS, &|_, _| None) {
+                Ok(zk) => return Ok(zk),
+                // Dropping it killed what started; try again on other ports.
                 Err(e) => last_error = Some(e),
             }
         }
         Err(last_error.unwrap_or_else(|| io::Error::other("no free ports")))
     }
 
-    /// Writes every member's configuration on fresh ports.
-    fn configure(size: usize, jar: PathBuf) -> io::Result<Self> {
+    /// Starts one member on each of `ports` (one try), member `from` reaching member
+    /// `to` where `route(from, to)` says (ids from 1), and waits until every one serves.
+    pub(crate) fn start_routed(
+        ports: Vec<Ports>,
+        limits: Limits,
+        route: Route<'_>,
+    ) -> io::Result<Self> {
+        let jar = zookeeper_jar()?;
+        let mut zk = Self::configure(ports, jar, limits, route)?;
+        for member in &mut zk.members {
+            member.spawn(&zk.jar)?;
+        }
+        zk.wait_all_serving()?;
+        Ok(zk)
+    }
+
+    /// Writes every member's configuration.
+    fn configure(
+        ports: Vec<Ports>,
+        jar: PathBuf,
+        limits: Limits,
+        route: Route<'_>,
+    ) -> io::Result<Self> {
+        let size = ports.len();
         let dir = tempfile::Builder::new()
             .prefix("ferrisson-zookeeper-")
             .tempdir()?;
         let mut members = Vec::with_capacity(size);
-        for id in 1..=size {
-            let ports = Ports {
-                client: free_port()?,
-                quorum: free_port()?,
-                election: free_port()?,
-            };
+        for (id, ports) in (1..=size).zip(ports) {
             let member_dir = dir.path().join(format!("member-{id}"));
             std::fs::create_dir_all(member_dir.join("data"))?;
             members.push(Member {
@@ -272,21 +313,22 @@ impl ZooKeeper {
                 paused: false,
             });
         }
-        let mut servers = String::new();
-        if size > 1 {
-            for m in &members {
-                let _ = writeln!(
-                    servers,
-                    "server.{}=127.0.0.1:{}:{}",
-                    m.id, m.ports.quorum, m.ports.election
-                );
-            }
-        }
         for member in &members {
+            // Each member's own list of the ensemble: its own ports, and its way to each
+            // other member (straight, or through a proxy of the route).
+            let mut servers = String::new();
+            if size > 1 {
+                for m in &members {
+                    let (quorum, election) = route(member.id, m.id)
+                        .filter(|_| m.id != member.id)
+                        .unwrap_or((m.ports.quorum, m.ports.election));
+                    let _ = writeln!(servers, "server.{}=127.0.0.1:{quorum}:{election}", m.id);
+                }
+            }
             let config = format!(
                 "tickTime={tick}\n\
-                 initLimit=50\n\
-                 syncLimit=15\n\
+                 initLimit={init}\n\
+                 syncLimit={sync}\n\
                  minSessionTimeout={min}\n\
                  maxSessionTimeout=60000\n\
                  dataDir={data}\n\
@@ -297,6 +339,8 @@ impl ZooKeeper {
                  maxClientCnxns=0\n\
                  {servers}",
                 tick = TICK.as_millis(),
+                init = limits.init,
+                sync = limits.sync,
                 min = (TICK * 2).as_millis(),
                 data = member.dir.join("data").display(),
                 client = member.ports.client,
@@ -324,6 +368,16 @@ impl ZooKeeper {
             }
             Ok(())
         })
+    }
+
+    /// Waits until every member serves again (as leader or follower in an ensemble),
+    /// e.g. after a fault healed.
+    ///
+    /// # Errors
+    ///
+    /// When a member exited or some member did not serve within 60 seconds.
+    pub fn wait_serving(&mut self) -> io::Result<()> {
+        self.wait_all_serving()
     }
 
     /// `zk://127.0.0.1:PORT[,127.0.0.1:PORT...]`: every member's client port.

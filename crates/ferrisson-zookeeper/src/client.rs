@@ -16,7 +16,7 @@ use zookeeper_client::{Acls, CreateMode, SessionState};
 
 use crate::STORE;
 use crate::endpoint::Endpoint;
-use crate::error::{ZkError, zk};
+use crate::error::{ZkError, connection_broke, zk};
 use crate::lock::Lock;
 
 /// The session timeout a client asks for unless told otherwise. The server bounds it
@@ -40,7 +40,8 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// node with a fresh guid and looks only for that guid, so a node of the old session
 /// that the server is still deleting queues ahead of the new one like any other
 /// holder's, and the new one waits until it is gone (CURATOR-604 is a double grant
-/// around such a dying node; a fault test of that case is still to be written).
+/// around such a dying node; the fault suite's `zk-new-session-over-old-node` scenario
+/// runs that case).
 ///
 /// ```no_run
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -378,7 +379,7 @@ impl Inner {
             match zk.delete(node, None).await {
                 Ok(()) => return Ok(true),
                 Err(zookeeper_client::Error::NoNode) => return Ok(false),
-                Err(zookeeper_client::Error::ConnectionLoss) if Instant::now() < deadline => {
+                Err(e) if connection_broke(&e) && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => return Err(zk_error("delete", node, e)),
@@ -494,6 +495,26 @@ impl Client {
     /// ```
     pub fn count_down_latch(&self, name: &str, count: u32) -> Result<crate::Latch> {
         crate::Latch::new(self.clone(), name, count)
+    }
+
+    /// The double barrier `name` for `members` members: a Curator
+    /// `DistributedDoubleBarrier` at the path `name` if it starts with `/`, else at
+    /// `/ferrisson/barriers/NAME`. Every member of one barrier must count with the same
+    /// number of members.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::lock`], and [`Error::InvalidArgument`] for zero members.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let client = ferrisson_zookeeper::Client::connect("zk://127.0.0.1:2181").await?;
+    /// assert!(client.double_barrier("batch", 0).is_err());
+    /// let batch = client.double_barrier("batch", 3)?;
+    /// # Ok::<(), ferrisson_core::Error>(()) });
+    /// ```
+    pub fn double_barrier(&self, name: &str, members: u32) -> Result<crate::DoubleBarrier> {
+        crate::DoubleBarrier::new(self.clone(), name, members)
     }
 
     /// The leader election `name`: a Curator `LeaderLatch` at the path `name` if it

@@ -65,6 +65,7 @@ impl StoreError for ZkError {
         matches!(
             self.source,
             E::ConnectionLoss
+                | E::Custom(_)
                 | E::Timeout
                 | E::Throttled
                 | E::NoHosts
@@ -76,7 +77,7 @@ impl StoreError for ZkError {
 
     fn maybe_executed(&self) -> bool {
         use zookeeper_client::Error as E;
-        matches!(self.source, E::ConnectionLoss | E::Timeout)
+        matches!(self.source, E::ConnectionLoss | E::Custom(_) | E::Timeout)
     }
 
     fn is_connection(&self) -> bool {
@@ -84,6 +85,7 @@ impl StoreError for ZkError {
         matches!(
             self.source,
             E::ConnectionLoss
+                | E::Custom(_)
                 | E::Timeout
                 | E::NoHosts
                 | E::SessionExpired
@@ -91,6 +93,17 @@ impl StoreError for ZkError {
                 | E::AuthFailed
         )
     }
+}
+
+/// True when a request failed because its connection broke while it was in flight, so
+/// that it may or may not have been run: `ConnectionLoss`, or the client library's
+/// `Custom` error, which is what it hands the requests in flight when their socket fails
+/// ("Connection reset by peer", as when the ensemble's leader dies) or stops answering.
+pub(crate) fn connection_broke(error: &zookeeper_client::Error) -> bool {
+    matches!(
+        error,
+        zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Custom(_)
+    )
 }
 
 /// `ferrisson_core::Error::Store` for `op` on `path`.

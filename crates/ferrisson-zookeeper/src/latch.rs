@@ -9,7 +9,7 @@ use ferrisson_core::{DistributedLatch, Error, Result};
 use zookeeper_client::{Acls, CreateMode, Error as ZkE};
 
 use crate::client::{Client, Inner};
-use crate::error::zk;
+use crate::error::{connection_broke, zk};
 use crate::path::{LATCHES_ROOT, path_of};
 
 /// A count-down latch: a persistent node whose data is the count left, in decimal. A
@@ -101,7 +101,9 @@ impl Latch {
                         Err(e) => return Err(zk_err("create", parent, e)),
                     }
                 }
-                Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) if connection_broke(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => return Err(zk_err("create", &self.path, e)),
             }
         }
@@ -113,7 +115,9 @@ impl Latch {
             match zk.get_data(&self.path).await {
                 Ok((data, stat)) => return Ok((parse_count(&self.path, &data)?, stat.version)),
                 Err(ZkE::NoNode) => self.create(zk).await?,
-                Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) if connection_broke(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => return Err(zk_err("read", &self.path, e)),
             }
         }
@@ -129,7 +133,9 @@ impl Latch {
                     watcher.changed().await;
                 }
                 Err(ZkE::NoNode) => self.create(zk).await?,
-                Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) if connection_broke(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => return Err(zk_err("watch", &self.path, e)),
             }
         }

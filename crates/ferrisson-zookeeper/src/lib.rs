@@ -14,6 +14,9 @@
 //!   waiters queue on the lock, only its holder watches the leases (no herd).
 //! - [`Latch`]: a count-down latch (a persistent node holding the count, counted down
 //!   by compare-and-set, waited for by a watch).
+//! - [`DoubleBarrier`]: Curator's `DistributedDoubleBarrier` (a UUID-named ephemeral
+//!   node per member and a `ready` node): `enter` waits until the members are all in,
+//!   `leave` until they are all out.
 //! - [`Election`]: Curator's `LeaderLatch` (`_c_<guid>-latch-<sequence>`): one leader at
 //!   a time, a token per term, `lost()` when the term ends.
 //!
@@ -37,6 +40,7 @@
 //! # Ok::<(), ferrisson_core::Error>(()) });
 //! ```
 
+mod barrier;
 pub mod capabilities;
 mod client;
 mod election;
@@ -49,6 +53,7 @@ mod queue;
 mod rwlock;
 mod semaphore;
 
+pub use crate::barrier::{BarrierMember, DoubleBarrier};
 pub use crate::capabilities::CAPABILITIES;
 pub use crate::client::{Client, ClientBuilder, DEFAULT_SESSION_TIMEOUT};
 pub use crate::election::{Election, Leadership};

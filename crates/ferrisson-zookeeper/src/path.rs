@@ -15,6 +15,8 @@ pub(crate) const RWLOCKS_ROOT: &str = "/ferrisson/rwlocks";
 pub(crate) const SEMAPHORES_ROOT: &str = "/ferrisson/semaphores";
 /// See [`LOCKS_ROOT`].
 pub(crate) const LATCHES_ROOT: &str = "/ferrisson/latches";
+/// See [`LOCKS_ROOT`].
+pub(crate) const BARRIERS_ROOT: &str = "/ferrisson/barriers";
 
 /// The path of the primitive `name` of a kind whose folder is `root`: a name that starts
 /// with `/` is the path itself (Curator's lock path, to share a lock with a Java

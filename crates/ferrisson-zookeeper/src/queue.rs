@@ -10,7 +10,7 @@ use ferrisson_core::{Error, Result};
 use zookeeper_client::{Acls, CreateMode, Error as ZkE};
 
 use crate::client::Inner;
-use crate::error::zk;
+use crate::error::{connection_broke, zk};
 
 /// Where a contender stands in its queue.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ fn protected_prefix(guid: &str) -> String {
 }
 
 /// A random version-4 UUID in its usual text form (Curator's node guid).
-fn new_guid() -> String {
+pub(crate) fn new_guid() -> String {
     let mut bytes: [u8; 16] = rand::random();
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
@@ -135,7 +135,7 @@ impl Contender {
                     return Ok(());
                 }
                 Err(ZkE::NoNode) => self.create_parents().await?,
-                Err(ZkE::ConnectionLoss) => {
+                Err(e) if connection_broke(&e) => {
                     if let Some(found) = self.find_own().await? {
                         self.node = Some(found);
                         return Ok(());
@@ -159,7 +159,9 @@ impl Contender {
             loop {
                 match self.zk.create(path, &[], &options).await {
                     Ok(_) | Err(ZkE::NodeExists) => break,
-                    Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(e) if connection_broke(&e) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                     Err(e) => return Err(zk("create", path, e)),
                 }
             }
@@ -234,7 +236,9 @@ impl Contender {
                     return Ok(());
                 }
                 Err(ZkE::NoNode) => return Ok(()),
-                Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) if connection_broke(&e) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => return Err(zk("watch", &path, e)),
             }
         }
@@ -272,7 +276,7 @@ impl Contender {
 async fn list(zk: &zookeeper_client::Client, dir: &str) -> Result<Vec<String>, ZkE> {
     loop {
         match zk.list_children(dir).await {
-            Err(ZkE::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) if connection_broke(&e) => tokio::time::sleep(Duration::from_millis(50)).await,
             other => return other,
         }
     }

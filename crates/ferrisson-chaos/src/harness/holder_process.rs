@@ -10,7 +10,9 @@
 //!   guard's deadline, its own wall clock in milliseconds since the epoch), releases and
 //!   prints `holder-release OUTCOME`;
 //! - on a `lost?` line (before `go`) it waits up to one lease for the guard's `lost()`
-//!   and prints `holder-lost FIRED` (`true` or `false`);
+//!   and prints `holder-lost-fired FIRED` (`true` or `false`);
+//! - with [`REPORTS_LOST_ENV`] set, it prints `holder-lost INSTANT` (`CLOCK_MONOTONIC`
+//!   nanoseconds) when its guard's `lost()` fires before the first line;
 //! - at the end of its input it holds the lock until it is killed.
 
 use std::ffi::OsString;
@@ -37,6 +39,10 @@ pub const HOLDER_ENV: &str = "FERRISSON_CHAOS_HOLDER";
 
 /// The line that asks the holder whether its lock's `lost()` fired.
 const LOST_QUERY: &str = "lost?";
+
+/// Environment variable (any value) that has the holder report its guard's `lost()`
+/// (see the module docs); read by [`HolderProcess::lost_within`].
+pub(crate) const REPORTS_LOST_ENV: &str = "FERRISSON_CHAOS_HOLDER_REPORTS_LOST";
 
 /// How long the holder may take to answer a line.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
@@ -188,13 +194,42 @@ impl HolderProcess {
         let stdin = self.stdin.as_mut().context("piped")?;
         stdin.write_all(LOST_QUERY.as_bytes())?;
         stdin.write_all(b"\n")?;
-        // holder-lost FIRED
+        // holder-lost-fired FIRED
         let line = self.next_line().await?;
         let fired = line.split_whitespace().nth(1) == Some("true");
         if fired {
             rec.record(0, EventKind::Lost);
         }
         Ok(fired)
+    }
+
+    /// Waits at most `wait` for the holder (spawned with [`REPORTS_LOST_ENV`]) to report
+    /// its guard's `lost()`, and records it at the instant the holder saw it. `false`
+    /// when no report came in time.
+    pub(crate) async fn lost_within(
+        &mut self,
+        rec: &Recorder,
+        wait: Duration,
+    ) -> anyhow::Result<bool> {
+        let lines = self.lines.take().context("one reader at a time")?;
+        let (line, lines) = tokio::task::spawn_blocking(move || {
+            let line = lines.recv_timeout(wait);
+            (line, lines)
+        })
+        .await?;
+        self.lines = Some(lines);
+        let Ok(line) = line else {
+            return Ok(false);
+        };
+        // holder-lost INSTANT_MONOTONIC_NANOS
+        let mut parts = line.split_whitespace();
+        anyhow::ensure!(
+            parts.next() == Some("holder-lost"),
+            "the holder said {line:?} before reporting its lost signal"
+        );
+        let at = on_history_clock(rec, parts.next().context("instant")?)?;
+        rec.record_at(at, 0, EventKind::Lost);
+        Ok(true)
     }
 
     async fn next_line(&mut self) -> anyhow::Result<String> {
@@ -246,10 +281,21 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
             std::io::stdin().read_line(&mut line).map(|_| line)
         })
     };
-    let mut line = read_line().await??;
+    let mut read = read_line();
+    let mut line = if std::env::var_os(REPORTS_LOST_ENV).is_some() {
+        tokio::select! {
+            () = guard.lost() => {
+                println!("holder-lost {}", monotonic()?.as_nanos());
+                (&mut read).await??
+            }
+            line = &mut read => line??,
+        }
+    } else {
+        read.await??
+    };
     if line.trim() == LOST_QUERY {
         let fired = tokio::time::timeout(lease, guard.lost()).await.is_ok();
-        println!("holder-lost {fired}");
+        println!("holder-lost-fired {fired}");
         line = read_line().await??;
     }
     if line.trim() != "go" {

@@ -17,6 +17,8 @@ mod sentinel_failover;
 mod sentinel_new_clients;
 mod sql_faults;
 mod stalled_holder;
+mod zookeeper_ensemble;
+mod zookeeper_holder;
 
 use serde::Serialize;
 
@@ -384,6 +386,64 @@ registry! {
         name: "mariadb-session-restarted",
         fault: "database restarted while held, 1 waiting, session lock",
         runs: sql_faults::SqlFault::Restarted(sql_faults::Database::MariaDb, sql_faults::LockForm::Session),
+    },
+    /// ZooKeeper: the holder process SIGSTOPped past its session timeout (sessions of 5
+    /// leases). Expected: the server expires the session and grants the waiter; resumed,
+    /// the holder's `lost()` fires and its late write with the old token is refused by
+    /// the fence; no double grant.
+    ZkHolderPaused {
+        name: "zk-holder-paused",
+        fault: "ZooKeeper holder process SIGSTOPped past its session timeout",
+        runs: zookeeper_holder::ZkHolderFault::Paused,
+    },
+    /// ZooKeeper: the holder's link blackholed (fault proxy) until the waiter held and
+    /// wrote. Expected: the holder's `lost()` fires before the waiter's grant (no double
+    /// grant); its late write is refused by the fence.
+    ZkHolderBlackholed {
+        name: "zk-holder-blackholed",
+        fault: "ZooKeeper holder's link blackholed past its session timeout",
+        runs: zookeeper_holder::ZkHolderFault::Blackholed,
+    },
+    /// ZooKeeper: the holder process SIGKILLed. Expected: the waiter holds about one
+    /// session timeout later (the server's only way to learn of the death), within two.
+    ZkHolderKilled {
+        name: "zk-holder-killed",
+        fault: "ZooKeeper holder process SIGKILLed",
+        runs: zookeeper_holder::ZkHolderFault::Killed,
+    },
+    /// ZooKeeper, the CURATOR-604 case: the holder cut off, its application connects
+    /// again with a new session and asks for the lock while the old session's node still
+    /// exists. Expected: the new session queues behind the old node and holds only once
+    /// the server deleted it; the old session's late write is refused by the fence.
+    ZkNewSessionOverOldNode {
+        name: "zk-new-session-over-old-node",
+        fault: "ZooKeeper holder reconnects with a new session while its old node lives",
+        runs: zookeeper_holder::ZkHolderFault::NewSessionOverOldNode,
+    },
+    /// ZooKeeper ensemble of 3: the leader SIGKILLed while a lock is held and waited for.
+    /// Expected: nothing lost (the holder's session and node outlive the election, the
+    /// waiter's wait resumes and is granted), the pause until writes succeed measured;
+    /// the holder's `lost()` fires on the disconnection (it cannot tell).
+    ZkLeaderKilled {
+        name: "zk-leader-killed",
+        fault: "ZooKeeper ensemble leader SIGKILLed while held and waited for",
+        runs: zookeeper_ensemble::LeaderKilled,
+    },
+    /// ZooKeeper ensemble of 3: one follower cut off the others (fault proxies on the
+    /// quorum and election ports), clients on the other two. Expected: no effect (the
+    /// holder keeps its hold, the waiter is granted on release).
+    ZkMinorityCut {
+        name: "zk-minority-cut",
+        fault: "ZooKeeper follower cut off the ensemble (network cut)",
+        runs: zookeeper_ensemble::MembersCut::Minority,
+    },
+    /// ZooKeeper ensemble of 3: two members cut off (no quorum anywhere) while a lock is
+    /// held and waited for; the holder releases during the cut. Expected: no grant during
+    /// the cut; healed, the release completes and the wait resumes and is granted.
+    ZkMajorityCut {
+        name: "zk-majority-cut",
+        fault: "ZooKeeper two of three members cut off (network cut)",
+        runs: zookeeper_ensemble::MembersCut::Majority,
     },
 }
 
