@@ -160,9 +160,10 @@ async fn run_sql(
             let kind = match variant {
                 DirectVariant::DbLockTableNaive => Kind::NaiveTable(naive.clone(), at),
                 DirectVariant::DbLockTable => {
+                    // Its own pool at the library's default size: each waiter's try
+                    // takes a connection of it.
                     let client = ferrisson::sql::Client::builder(&place.url)
                         .table(lock_table.clone())
-                        .max_connections(sql_stock::POOL_SIZE)
                         .connect()
                         .await?;
                     if number == 1 {
