@@ -18,7 +18,8 @@ pub enum Verdict {
     Deadlocked,
     /// A holder deleted a lock that another holder had taken.
     WrongLockDeleted,
-    /// Fewer units sold than the stock, without a deadlock (e.g. requests gave up).
+    /// Fewer units sold than the stock, without a deadlock (e.g. requests gave up, or
+    /// lost a compare and did not retry).
     Undersold,
 }
 
@@ -71,12 +72,37 @@ pub fn verdict(variant: Variant, initial: i64, state: &LabState) -> (Verdict, i6
         ),
         _ => (state.sold, state.stock.unwrap_or(initial)),
     };
+    let orphaned = state.lock.present && state.lock.ttl_ms.is_none();
+    let (verdict, oversold, lost_updates) =
+        verdict_of(initial, sold, final_stock, orphaned, state.foreign_deletes);
+    (verdict, sold, oversold, lost_updates)
+}
+
+/// The verdict of a run that began with `initial` units, sold `sold` (counted apart from
+/// the stock) and left `final_stock`, with `orphaned` when it left a lock that never
+/// expires and `foreign_deletes` deletes of another holder's lock; with the units
+/// oversold and the lost updates (sales whose stock write another overwrote).
+///
+/// ```
+/// use seckill_lab::{Verdict, verdict_of};
+///
+/// assert_eq!(verdict_of(10, 10, 0, false, 0).0, Verdict::Correct);
+/// assert_eq!(verdict_of(10, 12, 0, false, 0), (Verdict::Oversold, 2, 2));
+/// assert_eq!(verdict_of(10, 4, 6, true, 0).0, Verdict::Deadlocked);
+/// assert_eq!(verdict_of(10, 4, 6, false, 0).0, Verdict::Undersold);
+/// ```
+pub fn verdict_of(
+    initial: i64,
+    sold: i64,
+    final_stock: i64,
+    orphaned: bool,
+    foreign_deletes: i64,
+) -> (Verdict, i64, i64) {
     let oversold = (sold - initial).max(0);
     let lost_updates = (sold - (initial - final_stock)).max(0);
-    let deadlocked = state.lock.present && state.lock.ttl_ms.is_none() && sold < initial;
-    let verdict = if deadlocked {
+    let verdict = if orphaned && sold < initial {
         Verdict::Deadlocked
-    } else if state.foreign_deletes > 0 {
+    } else if foreign_deletes > 0 {
         Verdict::WrongLockDeleted
     } else if oversold > 0 || lost_updates > 0 {
         Verdict::Oversold
@@ -85,5 +111,5 @@ pub fn verdict(variant: Variant, initial: i64, state: &LabState) -> (Verdict, i6
     } else {
         Verdict::Undersold
     };
-    (verdict, sold, oversold, lost_updates)
+    (verdict, oversold, lost_updates)
 }

@@ -7,6 +7,8 @@
 //! the voucher order flows, checks the invariants in Redis and the database, and writes a
 //! table, a JSON report and a chart.
 //!
+//! - [`run_direct`]: one variant the lab runs in its own process (the database's ways,
+//!   the timestamp lock, ZooKeeper, etcd), in the same table.
 //! - [`run`]: the lab (`seckill-lab`, or `./lab` at the repository root).
 //! - [`bench`]: orders per second of the voucher flows (`seckill-bench`).
 //! - [`Cluster`]: `seckill serve` processes on free ports, stopped with SIGTERM.
@@ -15,6 +17,7 @@
 mod bench;
 mod cluster;
 mod expect;
+mod in_process;
 mod load;
 mod machine;
 mod options;
@@ -31,13 +34,14 @@ mod topology;
 
 pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
 pub use cluster::{Cluster, InstanceArgs, STOP_DEADLINE, new_admin_token};
-pub use expect::{Verdict, expected, verdict};
+pub use expect::{Verdict, expected, verdict, verdict_of};
+pub use in_process::{DirectLoad, DirectVariant, LabVariant, Place, Store, run_direct};
 pub use load::{LoadResult, MakeRequest, Sample, fire, http_client, instance};
 pub use machine::Machine;
 pub use options::LabOptions;
 pub use page::render as render_page;
 pub use paths::{default_out, seckill_binary};
-pub use report::{LeftOut, Report, VariantRow, VoucherRow};
+pub use report::{LeftOut, LeftOutVariant, Report, VariantRow, VoucherRow};
 pub use run::run;
 pub use stores::{KNOWN_STORES, Latency, OtherStore, StoreRow, StoreServers, measure_stores};
 pub use topology::Topology;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use seckill::oversell::{LabConfig, Variant};
 
+use crate::in_process::LabVariant;
+
 use crate::topology::Topology;
 
 /// Everything the lab can be told: the `seckill-lab` flags.
@@ -19,7 +21,7 @@ use crate::topology::Topology;
 ///     clients: 20,
 ///     loops: 2,
 ///     stock: 20,
-///     variants: vec![Variant::Naive, Variant::TokenLua],
+///     variants: vec![Variant::Naive.into(), Variant::TokenLua.into()],
 ///     vouchers: false,
 ///     ..LabOptions::new("target/release/seckill".into())
 /// };
@@ -46,9 +48,14 @@ pub struct LabOptions {
     /// `seckill serve` processes to start (two or more show local-mutex failing).
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub instances: usize,
-    /// Variants to run, comma-separated, in this order.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_variant, default_values_t = Variant::ALL)]
-    pub variants: Vec<Variant>,
+    /// Variants to run, comma-separated: the service's in this order, then those the lab
+    /// runs itself (the database's, the timestamp lock, ZooKeeper, etcd) in this order.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_variant, default_values_t = LabVariant::all())]
+    pub variants: Vec<LabVariant>,
+    /// getset-timestamp-skewed: how far ahead of the others one instance's clock runs
+    /// (more than --lab-lease shows the flaw).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub clock_skew: Duration,
     /// What Redis the lab starts and every instance uses: one server, a Sentinel group
     /// (1 master, 2 replicas, 3 sentinels) or a Redis Cluster (3 masters, 3 replicas).
     /// The redlock variant always runs on three separate servers of its own.
@@ -96,9 +103,9 @@ pub struct LabOptions {
     pub lab: LabConfig,
 }
 
-fn parse_variant(name: &str) -> Result<Variant, String> {
-    Variant::parse(name.trim()).ok_or_else(|| {
-        let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+fn parse_variant(name: &str) -> Result<LabVariant, String> {
+    LabVariant::parse(name.trim()).ok_or_else(|| {
+        let names: Vec<&str> = LabVariant::all().iter().map(|v| v.name()).collect();
         format!("no variant {name:?}; the variants: {}", names.join(", "))
     })
 }
@@ -113,7 +120,8 @@ impl LabOptions {
             loops: 4,
             stock: 200,
             instances: 2,
-            variants: Variant::ALL.to_vec(),
+            variants: LabVariant::all(),
+            clock_skew: Duration::from_secs(5),
             topology: Topology::Single,
             redis: None,
             redlock_redis: Vec::new(),
@@ -127,6 +135,28 @@ impl LabOptions {
             progress: true,
             lab: LabConfig::default(),
         }
+    }
+
+    /// The service's variants of `--variants`, in order.
+    pub fn service_variants(&self) -> Vec<Variant> {
+        self.variants
+            .iter()
+            .filter_map(|v| match v {
+                LabVariant::Service(v) => Some(*v),
+                LabVariant::Direct(_) => None,
+            })
+            .collect()
+    }
+
+    /// The variants of `--variants` the lab runs itself, in order.
+    pub fn direct_variants(&self) -> Vec<crate::in_process::DirectVariant> {
+        self.variants
+            .iter()
+            .filter_map(|v| match v {
+                LabVariant::Direct(v) => Some(*v),
+                LabVariant::Service(_) => None,
+            })
+            .collect()
     }
 
     /// The topology the instances use: `--url`'s when given, else `--topology`.
@@ -169,6 +199,10 @@ impl LabOptions {
         anyhow::ensure!(
             self.store_time <= Duration::from_secs(60),
             "invalid value for --store-time: at most 60s per phase (0s skips the store measurement)"
+        );
+        anyhow::ensure!(
+            self.clock_skew <= Duration::from_secs(3600),
+            "invalid value for --clock-skew: at most 1h"
         );
         crate::scratch::check_server_url(self.database.as_deref())?;
         anyhow::ensure!(

@@ -40,6 +40,10 @@ pub struct OtherStores {
     pub stores: Vec<OtherStore>,
     /// Why a known store is not among them.
     pub left_out: Vec<(&'static str, String)>,
+    /// The ZooKeeper server's URL, when the lab started one.
+    pub zookeeper_url: Option<String>,
+    /// The etcd member's URL, when the lab started one.
+    pub etcd_url: Option<String>,
     _zookeeper: Option<ZooKeeper>,
     _etcd: Option<EtcdCluster>,
 }
@@ -49,22 +53,15 @@ impl OtherStores {
     pub async fn reach() -> Self {
         let mut stores = Vec::new();
         let mut left_out = Vec::new();
-        for (id, variable, default, lock, port) in DATABASES {
-            let given = std::env::var(variable).ok().filter(|url| !url.is_empty());
-            let reachable = given.is_some() || answers(port);
-            match given.or_else(|| reachable.then(|| default.to_owned())) {
-                Some(url) => stores.push(OtherStore {
-                    id,
-                    lock,
-                    words: format!("{id} at {}", redact(&url)),
+        for database in machine_databases() {
+            match database.url {
+                Ok(url) => stores.push(OtherStore {
+                    id: database.id,
+                    lock: database.lock,
+                    words: format!("{} at {}", database.id, redact(&url)),
                     url: with_table(&url),
                 }),
-                None => left_out.push((
-                    id,
-                    format!(
-                        "no server answered on 127.0.0.1:{port} (set {variable} to measure one)"
-                    ),
-                )),
+                Err(why) => left_out.push((database.id, why)),
             }
         }
         let zookeeper = match tokio::task::spawn_blocking(ZooKeeper::standalone).await {
@@ -108,10 +105,43 @@ impl OtherStores {
         Self {
             stores,
             left_out,
+            zookeeper_url: zookeeper.as_ref().map(ZooKeeper::url),
+            etcd_url: etcd.as_ref().map(EtcdCluster::url),
             _zookeeper: zookeeper,
             _etcd: etcd,
         }
     }
+}
+
+/// One of the machine's databases: its id (`postgres`, `mariadb`), its lock table in
+/// words, and its URL, or why the lab cannot use it.
+pub(crate) struct MachineDatabase {
+    /// `postgres` or `mariadb`.
+    pub id: &'static str,
+    /// The store table's words for its lock.
+    pub lock: &'static str,
+    /// Its URL (the environment variable's, else the default when the port answers),
+    /// or why there is none.
+    pub url: Result<String, String>,
+}
+
+/// The machine's PostgreSQL and MariaDB: the URL given in the environment variable, else
+/// the default one when its port answers.
+pub(crate) fn machine_databases() -> Vec<MachineDatabase> {
+    DATABASES
+        .iter()
+        .map(|&(id, variable, default, lock, port)| {
+            let given = std::env::var(variable).ok().filter(|url| !url.is_empty());
+            let url = match given {
+                Some(url) => Ok(url),
+                None if answers(port) => Ok(default.to_owned()),
+                None => Err(format!(
+                    "no server answered on 127.0.0.1:{port} (set {variable} to use one)"
+                )),
+            };
+            MachineDatabase { id, lock, url }
+        })
+        .collect()
 }
 
 /// True when something accepts connections on the loopback `port` within a second.
@@ -130,7 +160,7 @@ fn with_table(url: &str) -> String {
 }
 
 /// `url` without its password, for the page.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if parsed.password().is_some() => {
             let _ = parsed.set_password(Some("***"));

@@ -23,7 +23,7 @@ const STYLE: &str = include_str!("page/style.css");
 
 /// A variant's counters, worded: the JSON field, and the sentence it goes in (`{n}`:
 /// the count). Shown when not zero.
-const COUNTERS: [(&str, &str); 7] = [
+const COUNTERS: [(&str, &str); 11] = [
     ("oversold", "{n} units sold beyond the stock"),
     (
         "late_writes_refused",
@@ -45,6 +45,22 @@ const COUNTERS: [(&str, &str); 7] = [
     (
         "ttl_refreshed",
         "{n} stalls during which the watchdog renewed the lease",
+    ),
+    (
+        "cas_conflicts",
+        "{n} buyers lost the compare (the stock had changed since they read it) while stock was left, and were turned away",
+    ),
+    (
+        "double_holds",
+        "{n} times a request took the lock while another request still held it: two holders at once",
+    ),
+    (
+        "clock_skew_ms",
+        "one instance's clock ran {n} ms ahead of the others'",
+    ),
+    (
+        "in_process_instances",
+        "run by the lab itself, on {n} instances in its own process, each with connections of its own",
     ),
 ];
 
@@ -197,6 +213,14 @@ fn header(p: &mut String, run: &Value) {
         esc(&redis_words(run, text(run, "redis"))),
         esc(&when(text(run, "finished_at"))),
     );
+    if variants.iter().any(|v| int(v, "in_process_instances") > 0) {
+        let _ = write!(
+            p,
+            r#"<p class="lede">The variants the lab runs itself take the same load on {} instances in its own process, each with connections (and a clock) of its own; their lock and stock are in the store, which is what is distributed. They took {} s in all.</p>"#,
+            int(run, "instances"),
+            fixed(float(run, "in_process_s"))
+        );
+    }
     if mismatched.is_empty() {
         let _ = write!(
             p,
@@ -264,7 +288,7 @@ fn results(p: &mut String, run: &Value) {
     let stock = int(run, "stock");
     let _ = write!(
         p,
-        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones. A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Late write refused</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th></tr></thead><tbody>"#
+        r#"<section id="results"><h2>Results</h2><p class="note">One row per variant, in the lab's order from the most naive to the correct ones: first the variants of the <code>seckill serve</code> processes, then those the lab runs itself under the same load (the database's ways, run once on each database it reaches, the timestamp lock, ZooKeeper and etcd). A variant's name leads to what it does and the event that proves its verdict.</p><div class="scroll"><table class="results"><thead><tr><th scope="col">Variant</th><th scope="col">Approach</th><th scope="col" class="n">Sold / stock</th><th scope="col" class="n">Oversold</th><th scope="col" class="n">Lost updates</th><th scope="col" class="n">Late write refused</th><th scope="col" class="n">Errors</th><th scope="col" class="n">Req/s</th><th scope="col" class="n">p50 ms</th><th scope="col" class="n">p99 ms</th><th scope="col">Verdict</th></tr></thead><tbody>"#
     );
     for v in list(run, "variants") {
         let name = text(v, "variant");
@@ -304,12 +328,25 @@ fn results(p: &mut String, run: &Value) {
     }
     let _ = write!(
         p,
-        r#"</tbody></table></div><p class="legend-line">{} sold exactly the stock, stock 0, every write accounted for. {} more units sold than the stock, or stock writes lost. {} a lock nobody will release stopped the sales. {} a holder deleted a lock another holder had taken. A late write refused is a stock write of a holder whose lock had expired, refused by the fence (the library's fencing token) because a newer holder had written: counted apart, not oversold. A verdict other than the expected one says so beside it.</p></section>"#,
+        r#"</tbody></table></div><p class="legend-line">{} sold exactly the stock, stock 0, every write accounted for. {} more units sold than the stock, or stock writes lost. {} a lock nobody will release stopped the sales. {} a holder deleted a lock another holder had taken. A late write refused is a stock write of a holder whose lock had expired, refused by the fence (the library's fencing token) because a newer holder had written: counted apart, not oversold. A verdict other than the expected one says so beside it. Undersold: fewer units sold than the stock without a deadlock (buyers turned away while stock was left).</p>"#,
         badge("correct"),
         badge("oversold"),
         badge("deadlocked"),
         badge("wrong_lock_deleted")
     );
+    let not_run = list(run, "variants_left_out");
+    if !not_run.is_empty() {
+        let items: Vec<String> = not_run
+            .iter()
+            .map(|l| format!("{}: {}", esc(text(l, "variant")), esc(text(l, "why"))))
+            .collect();
+        let _ = write!(
+            p,
+            r#"<p class="left-out" id="variants-left-out"><strong>Not in this run:</strong> {}.</p>"#,
+            items.join("; ")
+        );
+    }
+    p.push_str("</section>");
 }
 
 /// A latency with one decimal.

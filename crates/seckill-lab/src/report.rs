@@ -22,8 +22,9 @@ use crate::topology::Topology;
 /// One variant's line of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantRow {
-    /// The variant.
-    pub variant: Variant,
+    /// The variant's name (a variant the lab runs itself on both databases: with the
+    /// database after a slash, `db-for-update/postgres`).
+    pub variant: String,
     /// What the variant is expected to show under the lab's load: its flaw, or correct.
     pub expected: Verdict,
     /// What it did.
@@ -70,6 +71,28 @@ pub struct VariantRow {
     pub ttl_samples: Vec<Vec<i64>>,
     /// `watchdog`: stalls during which the TTL was seen renewed.
     pub ttl_refreshed: i64,
+    /// A variant the lab runs itself: the store it ran on, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_on: Option<String>,
+    /// A variant the lab runs itself: its instances (each with connections of its own,
+    /// in the lab's process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_process_instances: Option<usize>,
+    /// Lock acquisitions that found another holder still holding (two holders at once).
+    #[serde(default)]
+    pub double_holds: i64,
+    /// `db-version-cas`: buyers whose compare failed while stock was left (no retry).
+    #[serde(default)]
+    pub cas_conflicts: i64,
+    /// `getset-timestamp-skewed`: how far ahead one instance's clock ran, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_skew_ms: Option<i64>,
+    /// A lock left behind at the end with no expiry, in words (`db-lock-table-naive`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_behind: Option<String>,
+    /// The first error a request got, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
 }
 
 impl VariantRow {
@@ -87,7 +110,7 @@ impl VariantRow {
             _ => state.stock.unwrap_or(stock),
         };
         Self {
-            variant,
+            variant: variant.name().to_owned(),
             expected,
             verdict,
             requests: load.samples.len(),
@@ -113,6 +136,13 @@ impl VariantRow {
             lock_left: state.lock.present.then_some(state.lock.ttl_ms),
             ttl_samples: state.ttl_samples.clone(),
             ttl_refreshed: state.ttl_refreshed,
+            runs_on: None,
+            in_process_instances: None,
+            double_holds: 0,
+            cas_conflicts: 0,
+            clock_skew_ms: None,
+            left_behind: None,
+            first_error: None,
         }
     }
 }
@@ -189,6 +219,12 @@ pub struct Report {
     pub stall_every: i64,
     /// One row per variant.
     pub variants: Vec<VariantRow>,
+    /// Variants this run did not run (a database it could not reach), and why.
+    pub variants_left_out: Vec<LeftOutVariant>,
+    /// How long the variants the lab runs itself took in all, s.
+    pub in_process_s: f64,
+    /// `getset-timestamp-skewed`: how far ahead one instance's clock ran, ms.
+    pub clock_skew_ms: u128,
     /// The voucher scenario: the lock flow, the same without the lock, the Lua flow.
     pub vouchers: Vec<VoucherRow>,
     /// How long each phase of the store measurement ran per store, ms (0: skipped).
@@ -199,6 +235,17 @@ pub struct Report {
     pub stores_left_out: Vec<LeftOut>,
     /// The machine and build.
     pub machine: Machine,
+}
+
+/// A variant a run did not run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOutVariant {
+    /// Its row's name.
+    pub variant: String,
+    /// Why it is not in the run.
+    pub why: String,
+    /// Whether its run was tried and failed (a problem), rather than skipped.
+    pub failed: bool,
 }
 
 /// A store a run did not measure.
@@ -239,6 +286,9 @@ impl Report {
             lock_wait_ms: options.lab.lock_wait.as_millis(),
             stall_every: options.lab.stall_every,
             variants,
+            variants_left_out: Vec::new(),
+            in_process_s: 0.0,
+            clock_skew_ms: options.clock_skew.as_millis(),
             vouchers,
             store_phase_ms: 0,
             stores: Vec::new(),
@@ -295,6 +345,9 @@ impl Report {
                 problems.push(format!("{}: {} requests failed", row.variant, row.errors));
             }
         }
+        for l in self.variants_left_out.iter().filter(|l| l.failed) {
+            problems.push(format!("{}: {}", l.variant, l.why));
+        }
         for s in &self.stores {
             if let Some(e) = &s.error {
                 problems.push(format!("store measurement of {}: {e}", s.store));
@@ -336,7 +389,7 @@ impl Report {
         let _ = writeln!(t, "Redis: {}", self.redis);
         let _ = writeln!(
             t,
-            "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
+            "{:<28} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>7} {:>6} {:>9} {:>8} {:>8}  {:<19} as expected",
             "variant",
             "requests",
             "sold",
@@ -344,6 +397,7 @@ impl Report {
             "oversold",
             "lost",
             "late write refused",
+            "gave up",
             "errors",
             "req/s",
             "p50 ms",
@@ -353,14 +407,15 @@ impl Report {
         for r in &self.variants {
             let _ = writeln!(
                 t,
-                "{:<14} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>6} {:>9.0} {:>8.1} {:>8.1}  {:<19} {}",
-                r.variant.name(),
+                "{:<28} {:>8} {:>6} {:>6} {:>9} {:>6} {:>18} {:>7} {:>6} {:>9.0} {:>8.1} {:>8.1}  {:<19} {}",
+                r.variant,
                 r.requests,
                 r.sold,
                 r.final_stock,
                 r.oversold,
                 r.lost_updates,
                 r.late_writes_refused,
+                r.gave_up,
                 r.errors,
                 r.throughput,
                 r.p50_ms,
@@ -368,6 +423,9 @@ impl Report {
                 r.verdict.to_string(),
                 if r.verdict == r.expected { "yes" } else { "NO" }
             );
+        }
+        for l in &self.variants_left_out {
+            let _ = writeln!(t, "{:<28} not run: {}", l.variant, l.why);
         }
         self.write_notes(&mut t);
         self.write_vouchers(&mut t);
@@ -389,8 +447,8 @@ impl Report {
         let mut groups: Vec<(Verdict, Vec<&str>)> = Vec::new();
         for row in &self.variants {
             match groups.iter_mut().find(|(v, _)| *v == row.verdict) {
-                Some((_, names)) => names.push(row.variant.name()),
-                None => groups.push((row.verdict, vec![row.variant.name()])),
+                Some((_, names)) => names.push(row.variant.as_str()),
+                None => groups.push((row.verdict, vec![row.variant.as_str()])),
             }
         }
         let parts: Vec<String> = groups
@@ -431,7 +489,29 @@ impl Report {
                         r.variant, r.foreign_deletes
                     ));
                 }
-                if r.variant == Variant::Watchdog {
+                if let Some(left) = &r.left_behind {
+                    notes.push(format!("{}: left behind: {left}", r.variant));
+                }
+                if r.cas_conflicts > 0 {
+                    notes.push(format!(
+                        "{}: {} buyers lost the compare while stock was left, and did not retry",
+                        r.variant, r.cas_conflicts
+                    ));
+                }
+                if r.double_holds > 0 {
+                    notes.push(format!(
+                        "{}: {} times a request took the lock while another still held it{}",
+                        r.variant,
+                        r.double_holds,
+                        r.clock_skew_ms.map_or_else(String::new, |ms| format!(
+                            " (one instance's clock {ms} ms ahead)"
+                        ))
+                    ));
+                }
+                if let Some(e) = &r.first_error {
+                    notes.push(format!("{}: first error: {e}", r.variant));
+                }
+                if r.variant == Variant::Watchdog.name() {
                     for samples in &r.ttl_samples {
                         notes.push(format!(
                             "watchdog: lock TTL during a {} ms stall (ms): {}{}",
@@ -614,7 +694,7 @@ impl Report {
                 r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
                 label_w - 6.0,
                 y + 15.0,
-                r.variant.name()
+                r.variant
             );
             let w = (r.throughput / max_tp * (panel_w - 50.0)).max(1.0);
             let _ = writeln!(

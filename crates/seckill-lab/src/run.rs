@@ -10,16 +10,18 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use seckill::OrderFlow;
 use seckill::db::Db;
+use seckill::error::one_line;
 use seckill::oversell::{LabState, Variant};
 
 use crate::cluster::new_admin_token;
 use crate::cluster::{Cluster, InstanceArgs};
 use crate::expect::expected;
+use crate::in_process::{DirectLoad, DirectVariant, Place, Store, run_direct};
 use crate::load::{LoadResult, MakeRequest, fire, http_client, instance};
 use crate::machine::Machine;
 use crate::options::LabOptions;
-use crate::other_stores::OtherStores;
-use crate::report::{Report, VariantRow, VoucherRow};
+use crate::other_stores::{OtherStores, machine_databases, redact};
+use crate::report::{LeftOutVariant, Report, VariantRow, VoucherRow};
 use crate::scratch::ScratchDb;
 use crate::servers::start_servers;
 use crate::shop::{buy, log_in, open_voucher};
@@ -59,7 +61,7 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
             (own.url(), Some(own))
         }
     };
-    let needs_redlock = options.variants.contains(&Variant::Redlock);
+    let needs_redlock = options.service_variants().contains(&Variant::Redlock);
     let (redlock, _redlock_servers) = if !options.redlock_redis.is_empty() || !needs_redlock {
         (options.redlock_redis.clone(), None)
     } else {
@@ -73,14 +75,29 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     let report = result?;
     dropped?;
 
-    // The store trade-off, on the servers above, once the instances are stopped, and on
-    // the other stores the lab can reach or start.
+    // The servers the variants the lab runs itself and the store table need: ZooKeeper
+    // and etcd started by the lab, the machine's databases.
     let skipped = options.store_time.is_zero();
-    let others = if skipped {
+    let direct = options.direct_variants();
+    let needs_coordinators = direct.iter().any(|v| {
+        v.stores()
+            .iter()
+            .any(|s| matches!(s, Store::ZooKeeper | Store::Etcd))
+    });
+    let others = if skipped && !needs_coordinators {
         None
     } else {
         Some(OtherStores::reach().await)
     };
+    let mut report = report;
+    let began = std::time::Instant::now();
+    let (rows, not_run) = run_direct_variants(options, &direct, others.as_ref()).await?;
+    report.in_process_s = began.elapsed().as_secs_f64();
+    report.variants.extend(rows);
+    report.variants_left_out = not_run;
+
+    // The store trade-off, on the servers above, once the instances are stopped, and on
+    // the other stores the lab can reach or start.
     let servers = StoreServers {
         redis_words: report.redis.clone(),
         redis: redis_url,
@@ -92,6 +109,7 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
         redlock,
         others: others
             .as_ref()
+            .filter(|_| !skipped)
             .map(|o| o.stores.clone())
             .unwrap_or_default(),
     };
@@ -126,6 +144,117 @@ pub async fn run(options: &LabOptions) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// Runs the variants the lab runs itself, each once on each of its stores it can reach:
+/// their rows, and the runs it could not make, with why (also said on stderr).
+///
+/// # Errors
+///
+/// When the lab's Redis server for them cannot be started. A run that fails is listed
+/// with its error instead of a row.
+async fn run_direct_variants(
+    options: &LabOptions,
+    direct: &[DirectVariant],
+    others: Option<&OtherStores>,
+) -> anyhow::Result<(Vec<VariantRow>, Vec<LeftOutVariant>)> {
+    let mut rows = Vec::new();
+    let mut not_run = Vec::new();
+    if direct.is_empty() {
+        return Ok((rows, not_run));
+    }
+    // The stock of the Redis, ZooKeeper and etcd variants and the timestamp lock: a
+    // server of their own (one server, whatever --topology says).
+    let needs_redis = direct.iter().any(|v| {
+        v.stores()
+            .iter()
+            .any(|s| matches!(s, Store::Redis | Store::ZooKeeper | Store::Etcd))
+    });
+    let (redis_urls, _redis) = if needs_redis {
+        let (urls, own) = start_servers(1)?;
+        (urls, Some(own))
+    } else {
+        (Vec::new(), None)
+    };
+    let redis = redis_urls.first().cloned().unwrap_or_default();
+    let databases = machine_databases();
+    let load = DirectLoad {
+        clients: options.clients,
+        requests: options.clients * options.loops,
+        stock: options.stock,
+        instances: options.instances,
+        lock_wait: options.lab.lock_wait,
+        lease: options.lab.lease,
+        fault_at: options.lab.fault_at,
+        clock_skew: options.clock_skew,
+    };
+    let started = |url: Option<&String>, id: &str| -> Result<String, String> {
+        url.cloned().ok_or_else(|| {
+            others
+                .and_then(|o| o.left_out.iter().find(|(s, _)| *s == id))
+                .map_or_else(|| format!("{id} was not started"), |(_, why)| why.clone())
+        })
+    };
+    for &variant in direct {
+        for &store in variant.stores() {
+            let place = match store {
+                Store::Postgres | Store::MariaDb => databases
+                    .iter()
+                    .find(|d| d.id == store.id())
+                    .map_or_else(|| Err("unknown database".to_owned()), |d| d.url.clone())
+                    .map(|url| Place {
+                        words: format!("{} at {}", store.id(), redact(&url)),
+                        url,
+                        redis: redis.clone(),
+                    }),
+                Store::Redis => Ok(Place {
+                    url: redis.clone(),
+                    redis: redis.clone(),
+                    words: "a Redis server started by the lab".into(),
+                }),
+                Store::ZooKeeper => started(
+                    others.and_then(|o| o.zookeeper_url.as_ref()),
+                    "zookeeper",
+                )
+                .map(|url| Place {
+                    url: format!("{url}/seckill-lab-variants"),
+                    redis: redis.clone(),
+                    words: "a ZooKeeper server started by the lab (the stock in a Redis server of the lab)".into(),
+                }),
+                Store::Etcd => started(others.and_then(|o| o.etcd_url.as_ref()), "etcd").map(
+                    |url| Place {
+                        url,
+                        redis: redis.clone(),
+                        words: "an etcd member started by the lab (the stock in a Redis server of the lab)".into(),
+                    },
+                ),
+            };
+            let name = variant.row_name(store);
+            match place {
+                Ok(place) => match run_direct(variant, store, &place, &load).await {
+                    Ok(row) => rows.push(row),
+                    Err(e) => {
+                        let why = format!("its run failed: {}", one_line(e.as_ref()));
+                        eprintln!("seckill-lab: {name}: {why}");
+                        not_run.push(LeftOutVariant {
+                            variant: name,
+                            why,
+                            failed: true,
+                        });
+                    }
+                },
+                Err(why) => {
+                    eprintln!("seckill-lab: skipped {name}: {why}");
+                    not_run.push(LeftOutVariant {
+                        variant: name,
+                        why,
+                        failed: false,
+                    });
+                }
+            }
+        }
+    }
+    Ok((rows, not_run))
+}
+
 async fn run_on(
     options: &LabOptions,
     scratch: &ScratchDb,
@@ -157,13 +286,13 @@ async fn run_on(
     };
     let bar = progress_bar(
         options.progress,
-        (options.variants.len() * total + voucher_requests) as u64,
+        (options.service_variants().len() * total + voucher_requests) as u64,
     );
     let http = http_client(options.clients, instance_args.admin_token.as_deref())?;
 
     let cluster = Cluster::start(options.instances, &instance_args).await?;
     let mut rows = Vec::new();
-    for &variant in &options.variants {
+    for variant in options.service_variants() {
         bar.set_message(variant.name());
         match run_variant(&http, &cluster, options, variant, &bar).await {
             Ok(row) => rows.push(row),

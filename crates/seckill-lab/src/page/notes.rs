@@ -29,7 +29,7 @@ pub(crate) const DB_DEDUCT_SQL: &str =
     "UPDATE lab_stock SET stock = stock - 1, sold = sold + 1 WHERE id = ? AND stock > 0";
 
 /// Every variant's note, in the lab's order.
-pub(crate) const NOTES: [Note; 12] = [
+pub(crate) const NOTES: [Note; 22] = [
     Note {
         name: "naive",
         tag: "GET, check, SET",
@@ -144,16 +144,110 @@ pub(crate) const NOTES: [Note; 12] = [
         fault: None,
         source: "Db::lab_deduct in crates/seckill/src/db/mod.rs",
     },
+    Note {
+        name: "db-lock-table-naive",
+        tag: "lock table: insert wins, delete releases",
+        does: "The classic lock table: a row per lock under a primary key, taken by inserting it and released by deleting it, with no expiry column.",
+        code: "CREATE TABLE locks (name VARCHAR(64) PRIMARY KEY, owner VARCHAR(64) NOT NULL)\n\nwhile INSERT INTO locks VALUES ('stock', :me) inserted no row: retry\n-- the process dies here: the row stays\nSELECT stock ...; UPDATE ... SET stock = :read - 1\nDELETE FROM locks WHERE name = 'stock' AND owner = :me",
+        outcome: "It is SETNX without an expiry, in SQL: a holder that dies (a killed process, a lost connection after the insert committed) leaves its row, and every later insert is refused for ever. The stock stays unsold and the buyers are turned away until someone deletes the row by hand.",
+        fault: Some("The lab makes one holder's process die after its insert, before its DELETE."),
+        source: "crates/seckill-lab/src/in_process/lock_table_naive.rs",
+    },
+    Note {
+        name: "db-lock-table",
+        tag: "ferrisson-sql TableLock",
+        does: "ferrisson-sql's TableLock: the same table with the flaws fixed: an expiry in the database's clock renewed by a watchdog, an owner per acquisition, a fencing token from a sequence, waiters woken by NOTIFY (PostgreSQL) or polling with back-off (MariaDB).",
+        code: "let client = ferrisson::sql::Client::builder(url).table(\"seckill_lab_…_lock\").connect().await?;\nlet guard = client.lock(\"seckill-lab:stock\")?.lock_timeout(lock_wait).await?;\n// SELECT stock ...; UPDATE ... SET stock = :read - 1\nguard.unlock().await?;  // DELETE ... WHERE name, owner, fence",
+        outcome: "Correct: one holder at a time, and a holder that dies leaves a row that expires (one watchdog lease later) instead of a deadlock, judged by the database's clock, never a client's.",
+        fault: None,
+        source: "crates/ferrisson-sql/src/table_lock.rs",
+    },
+    Note {
+        name: "db-for-update",
+        tag: "SELECT ... FOR UPDATE",
+        does: "No lock of its own: the deduction runs in a transaction that reads the stock row with SELECT ... FOR UPDATE, which locks the row until the commit.",
+        code: "BEGIN;\nSELECT stock FROM stock WHERE id = 1 FOR UPDATE;  -- others wait here\nUPDATE stock SET stock = :read - 1, sold = sold + 1 WHERE id = 1;\nCOMMIT;",
+        outcome: "Correct: the database orders the readers on the row lock, and frees it when the transaction ends, also when the client dies (the server rolls the transaction back). The cost is a transaction and a row lock held for a round trip per sale, on the one row everybody wants.",
+        fault: None,
+        source: "SqlStock::step_for_update in crates/seckill-lab/src/in_process/sql_stock.rs",
+    },
+    Note {
+        name: "pg-advisory",
+        tag: "PostgreSQL advisory lock",
+        does: "PostgreSQL's pg_try_advisory_lock on a key derived from the lock's name, through ferrisson-sql's SessionLock: held by the client's session connection, which a heartbeat watches.",
+        code: "let client = ferrisson::sql::Client::connect(url).await?;\nlet guard = client.session_lock(name)?.lock_timeout(lock_wait).await?;  // pg_try_advisory_lock(key), with back-off\n// SELECT stock ...; UPDATE ... SET stock = :read - 1\nguard.unlock().await?;  // pg_advisory_unlock(key)",
+        outcome: "Correct while the connections live: the server frees the lock when the session ends, so a dead holder cannot deadlock it. No fencing token, and not behind a pooler in transaction mode (the next statement may reach another session).",
+        fault: None,
+        source: "crates/ferrisson-sql/src/session_lock.rs",
+    },
+    Note {
+        name: "mysql-get-lock",
+        tag: "MySQL/MariaDB GET_LOCK",
+        does: "MySQL's and MariaDB's GET_LOCK(name, 0) through ferrisson-sql's SessionLock: a named lock held by the client's session connection.",
+        code: "let client = ferrisson::sql::Client::connect(url).await?;\nlet guard = client.session_lock(name)?.lock_timeout(lock_wait).await?;  // GET_LOCK(name, 0), with back-off\n// SELECT stock ...; UPDATE ... SET stock = :read - 1\nguard.unlock().await?;  // RELEASE_LOCK(name)",
+        outcome: "Correct while the connections live, as the advisory lock: freed by the server when the session ends, no fencing token.",
+        fault: None,
+        source: "crates/ferrisson-sql/src/session_lock.rs",
+    },
+    Note {
+        name: "db-version-cas",
+        tag: "UPDATE ... WHERE stock = <read>",
+        does: "Optimistic locking: read the stock, then one UPDATE that only succeeds if the stock is still the value read; a buyer whose UPDATE matched no row fails (no retry).",
+        code: "SELECT stock FROM stock WHERE id = 1;                -- :read\nUPDATE stock SET stock = stock - 1, sold = sold + 1\n WHERE id = 1 AND stock = :read;                     -- 0 rows: somebody else sold first",
+        outcome: "It never oversells: a write based on a stale read matches no row. But under a flash sale every buyer that read the same value as the winner fails while stock is left, so most buyers are turned away and the stock is not sold out. That is why the condition became stock > 0 (db-optimistic): it does not care which value the buyer read, only that a unit is left.",
+        fault: None,
+        source: "SqlStock::step_version_cas in crates/seckill-lab/src/in_process/sql_stock.rs",
+    },
+    Note {
+        name: "getset-timestamp",
+        tag: "SETNX expiry, GET, GETSET",
+        does: "The lock of the old SETNX page of the Redis docs: the value is the holder's expiry time; a waiter that finds that time past by its own clock takes the lock over with GETSET, and has it if the old value was still a past one.",
+        code: "expires = now() + lease + 1\nif SETNX lock expires == 1: held\nelif GET lock < now():                   # expired, by MY clock\n    if GETSET lock expires < now(): held  # nobody took it over first\n...\nif now() < expires: DEL lock              # release",
+        outcome: "What it gets right: no EXPIRE to forget, so a holder that dies does not deadlock it: the next waiter finds its timestamp past and takes the lock over, and GETSET lets only one of several waiters win the take-over.",
+        fault: Some(
+            "The lab makes one holder's process die before its DEL: the others take the lock over once its timestamp passes.",
+        ),
+        source: "crates/seckill-lab/src/in_process/getset_timestamp.rs",
+    },
+    Note {
+        name: "getset-timestamp-skewed",
+        tag: "the same, one clock ahead",
+        does: "The same lock, with one instance's clock ahead of the others' (NTP off, a VM resumed, a wrong time zone setting).",
+        code: "# instance 2: now() = real time + skew\nGET lock  ->  expiry written by instance 1 = real time + lease\nreal time + lease < real time + skew  =>  \"expired\"\nGETSET lock ...  -> held, while instance 1 still holds it",
+        outcome: "Every client compares its clock with the timestamps of the others: an instance whose clock is ahead by more than the lease sees every live lock as expired, takes it over while its holder works, and two holders read the same stock and write it back: lost updates, units sold twice. The other instances, seeing its timestamps far in the future, would wait that long for a holder of it that died.",
+        fault: Some("The lab runs the last instance with its clock ahead by --clock-skew."),
+        source: "crates/seckill-lab/src/in_process/getset_timestamp.rs",
+    },
+    Note {
+        name: "zookeeper",
+        tag: "ferrisson on ZooKeeper",
+        does: "ferrisson's lock on ZooKeeper (Curator's InterProcessMutex recipe): each contender creates an ephemeral sequential node, the lowest holds, each waiter watches the node before its own.",
+        code: "let client = ferrisson::connect(\"zk://…/seckill-lab-variants\").await?;\nlet guard = client.lock(name)?.lock_timeout(lock_wait).await?;\n// GET stock, check, SET stock - 1 (in the lab's Redis)\nguard.unlock().await?;",
+        outcome: "Correct: the node is ephemeral, so a holder whose session ends (a dead process) loses it after the session timeout instead of deadlocking it, and waiters are woken one by one rather than polling.",
+        fault: None,
+        source: "crates/ferrisson-zookeeper/src/lock.rs",
+    },
+    Note {
+        name: "etcd",
+        tag: "ferrisson on etcd",
+        does: "ferrisson's lock on etcd (etcd's concurrency.Mutex): a key per contender under the lock's prefix, attached to the client's lease; the key with the lowest revision holds, each waiter watches the one before it.",
+        code: "let client = ferrisson::connect(\"etcd://…\").await?;\nlet guard = client.lock(name)?.lock_timeout(lock_wait).await?;\n// GET stock, check, SET stock - 1 (in the lab's Redis)\nguard.unlock().await?;",
+        outcome: "Correct: a holder that dies loses its key when its lease runs out, decided by the etcd cluster's consensus, not by a client's clock.",
+        fault: None,
+        source: "crates/ferrisson-etcd/src/lock.rs",
+    },
 ];
 
-/// The note of the variant called `name`.
+/// The note of the variant called `name` (a row of a variant run on both databases,
+/// `db-for-update/postgres`, has its variant's note).
 pub(crate) fn note(name: &str) -> Option<&'static Note> {
-    NOTES.iter().find(|n| n.name == name)
+    let variant = name.split_once('/').map_or(name, |(v, _)| v);
+    NOTES.iter().find(|n| n.name == variant)
 }
 
 #[cfg(test)]
 mod tests {
-    use seckill::oversell::Variant;
+    use crate::in_process::LabVariant;
 
     use super::{DB_DEDUCT_SQL, NOTES, note};
 
@@ -163,9 +257,13 @@ mod tests {
     #[test]
     fn every_variant_has_a_note_in_the_labs_order() {
         let names: Vec<&str> = NOTES.iter().map(|n| n.name).collect();
-        let variants: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+        let variants: Vec<&str> = LabVariant::all().iter().map(|v| v.name()).collect();
         assert_eq!(names, variants);
         assert!(note("spinlock").is_none());
+        assert_eq!(
+            note("db-for-update/mariadb").map(|n| n.name),
+            Some("db-for-update")
+        );
     }
 
     /// The notes point at code that exists: the function each names, the statement
@@ -183,6 +281,16 @@ mod tests {
                     "{}: no fn {f} in run.rs",
                     n.name
                 );
+            }
+            if let Some(path) = n
+                .source
+                .split(' ')
+                .find(|w| w.starts_with("crates/") && !w.contains("/seckill/"))
+            {
+                let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../..")
+                    .join(path);
+                assert!(file.is_file(), "{}: no {path}", n.name);
             }
             assert!(!n.does.is_empty() && !n.code.is_empty() && !n.outcome.is_empty());
         }
