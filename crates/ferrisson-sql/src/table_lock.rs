@@ -188,7 +188,7 @@ impl TableLock {
     pub async fn force_unlock(&self) -> Result<bool> {
         let shared = self.shared();
         let gone = shared.db.force_unlock(&shared.tables, &self.key).await?;
-        shared.wakers.wake(&self.key);
+        shared.wakers.wake_one(&self.key);
         Ok(gone)
     }
 
@@ -270,7 +270,7 @@ impl TableLock {
                     if let Err(e) = shared.db.undo(&shared.tables, &name, &owner).await {
                         tracing::warn!(name = %name, error = %e, "undoing an abandoned acquire failed; the row expires with its lease");
                     }
-                    shared.wakers.wake(&name);
+                    shared.wakers.wake_one(&name);
                 }
             });
         }
@@ -494,7 +494,7 @@ impl TableLockGuard {
         }
         if last {
             // The same client's waiters need no round trip through the database.
-            shared.wakers.wake(&name);
+            shared.wakers.wake_one(&name);
         }
         released
     }

@@ -42,18 +42,32 @@ impl Wakers {
     }
 
     /// Wakes every waiter of `name` in this client (for a semaphore's permit row
-    /// `semaphore:NAME#SLOT`, the waiters of `semaphore:NAME`).
+    /// `semaphore:NAME#SLOT`, the waiters of `semaphore:NAME`): for holds that several
+    /// waiters may take at once (the readers of a read-write lock).
     pub(crate) fn wake(&self, name: &str) {
+        self.signal(name, Notify::notify_waiters);
+    }
+
+    /// Wakes one waiter of `name` in this client (as [`Wakers::wake`] finds it): a
+    /// released row, or permit, can go to one of them only, and waking them all had
+    /// every waiter of every client run its insert at each release. A woken waiter that
+    /// is dropped before it looked passes the wake-up on (tokio's `Notify`); one that
+    /// looks and loses to another client waits for that client's release.
+    pub(crate) fn wake_one(&self, name: &str) {
+        self.signal(name, Notify::notify_one);
+    }
+
+    fn signal(&self, name: &str, signal: fn(&Notify)) {
         let slots = self.slots();
         if let Some(slot) = slots.get(name) {
-            slot.notify.notify_waiters();
+            signal(&slot.notify);
         }
         let semaphore = name
             .strip_prefix(crate::table_lock::SEMAPHORE_PREFIX)
             .and_then(|rest| rest.rsplit_once('#'))
             .map(|(base, _)| &name[..crate::table_lock::SEMAPHORE_PREFIX.len() + base.len()]);
         if let Some(slot) = semaphore.and_then(|key| slots.get(key)) {
-            slot.notify.notify_waiters();
+            signal(&slot.notify);
         }
     }
 
@@ -103,7 +117,7 @@ pub(crate) async fn listen(pool: &PgPool, channel: &str) -> Result<PgListener, s
     Ok(listener)
 }
 
-/// The listener's loop: each notification wakes the waiters of the lock it names; a
+/// The listener's loop: each notification wakes a waiter of the row it names; a
 /// reconnect (notifications may have been missed meanwhile) wakes them all. Ends when
 /// the client is gone.
 pub(crate) async fn run_listener(mut listener: PgListener, channel: String, wakers: Weak<Wakers>) {
@@ -113,7 +127,7 @@ pub(crate) async fn run_listener(mut listener: PgListener, channel: String, wake
             return;
         };
         match received {
-            Ok(Some(notification)) => local.wake(notification.payload()),
+            Ok(Some(notification)) => local.wake_one(notification.payload()),
             // Lost and (eagerly) reconnected, listening again: re-check everything.
             Ok(None) => local.wake_all(),
             Err(e) => {
