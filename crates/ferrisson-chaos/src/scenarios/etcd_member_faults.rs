@@ -49,6 +49,11 @@ const REACQUIRE_LEADER_CUT: &str = "reacquire_after_cut_leader";
 const REACQUIRE_FOLLOWER_CUT: &str = "reacquire_after_cut_follower";
 /// A waiter that was never granted.
 const WAITER_NEVER_GRANTED: &str = "waiter_never_granted";
+/// A waiter whose own session lease ended while it waited across the failover (its
+/// keep-alives unanswered for a whole TTL): it fails with `LeaseExpired`, as etcd's
+/// `Mutex` fails with `ErrSessionExpired`. Reported: a 2 s lease does not always ride
+/// out a leader change.
+const WAITER_SESSION_LOST: &str = "waiter_session_lost";
 /// The cut-off holder's `lost()` had not fired when it acted again.
 const LOST_NOT_FIRED: &str = "stale_holder_lost_not_fired";
 /// The live holder saw its lock lost during the fault (safe, but a failover that
@@ -172,6 +177,7 @@ impl FaultScenario for EtcdMemberFault {
 /// B (client 1) waits for `lock` (spawned); the receiver gets the time B was granted
 /// (B then works and releases).
 fn waiter(
+    history: &History,
     b: &Recorder,
     lock: Lock,
     resource: &Arc<Resource>,
@@ -181,14 +187,26 @@ fn waiter(
     tokio::sync::oneshot::Receiver<Instant>,
 ) {
     let (granted_tx, granted_rx) = tokio::sync::oneshot::channel();
-    let (b, resource) = (b.clone(), Arc::clone(resource));
+    let (b, resource, history) = (b.clone(), Arc::clone(resource), history.clone());
     let turn = tokio::spawn(async move {
         match acquire(&b, 0, &lock, lease * 10).await {
             Some(guard) => {
                 let _ = granted_tx.send(Instant::now());
                 critical_section(&b, 0, guard, &resource, lease / 4).await;
             }
-            None => count(&b, 0, WAITER_NEVER_GRANTED),
+            None => {
+                let session_lost = history.events().iter().any(|e| {
+                    e.client == b.client()
+                        && matches!(&e.kind, EventKind::AcquireFailed { reason }
+                            if reason.contains("lease expired"))
+                });
+                let name = if session_lost {
+                    WAITER_SESSION_LOST
+                } else {
+                    WAITER_NEVER_GRANTED
+                };
+                count(&b, 0, name);
+            }
         }
     });
     (turn, granted_rx)
@@ -208,7 +226,7 @@ async fn leader_killed(
     let resource = Arc::new(Resource::default());
     let lock_b = connect(&env.url(), lease).await?.lock(&it.name)?;
     let holder = HolderProcess::spawn(config, &env.url(), &it.name, a, Vec::new())?;
-    let (b_turn, granted) = waiter(&it.b, lock_b, &resource, lease);
+    let (b_turn, granted) = waiter(&it.history, &it.b, lock_b, &resource, lease);
     holder.kill().await?;
     let holder_killed = Instant::now();
     // A dead process believes nothing.
@@ -262,7 +280,7 @@ async fn minority_cut(
     enter_checked(a, 0, &guard, &resource);
     env.partition.cut_off(&env.cluster, cut);
     let cut_at = Instant::now();
-    let (b_turn, granted) = waiter(&it.b, lock_b, &resource, lease);
+    let (b_turn, granted) = waiter(&it.history, &it.b, lock_b, &resource, lease);
     tokio::select! {
         () = watch(a, 0, &guard, lease * 10) => {}
         at = granted => if let Ok(at) = at {
