@@ -136,8 +136,9 @@ impl FaultScenario for EtcdMemberFault {
             Self::LeaderKilled => {
                 // The dead holder's lock is freed one TTL after the new leader took
                 // over (plus etcd's expiry check, every 500 ms, and the revoke's round
-                // through raft): bounded by two TTLs after the failover.
-                let bound = lease * 2;
+                // through raft): bounded by two TTLs after the failover, plus a second
+                // for a busy machine (4078 ms seen once in 100 with a 2 s TTL).
+                let bound = lease * 2 + Duration::from_secs(1);
                 match c.measures.get(OUTLIVED_FAILOVER) {
                     Some(&ms) if Duration::from_millis(ms) <= bound => {}
                     other => expect.fail(format!(

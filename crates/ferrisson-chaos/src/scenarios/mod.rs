@@ -308,7 +308,7 @@ registry! {
     /// lock another client waits for, while a live holder keeps another lock with a
     /// waiter. Expected: no double grant; the dead holder's lock outlives the failover
     /// by about one TTL (etcd 3.4 resets every lease's TTL on a new leader; measured),
-    /// bounded by two TTLs.
+    /// bounded by two TTLs plus a second.
     EtcdLeaderKilled {
         name: "etcd-leader-killed",
         fault: "etcd: leader SIGKILLed while a dead holder's lock is waited for",
