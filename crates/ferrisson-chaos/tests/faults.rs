@@ -631,3 +631,82 @@ async fn zk_majority_cut() {
     assert_eq!(r.counters.counts["granted_during_cut"], 0);
     assert_eq!(r.counters.counts["waiters_granted"], u64::from(ITERATIONS));
 }
+
+/// How many times the counter `name` of an etcd scenario was counted.
+fn counted(r: &ScenarioReport, name: &str) -> u64 {
+    r.counters.counts.get(name).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_holder_paused() {
+    let r = small(Scenario::EtcdHolderPaused).await;
+    // The resumed holder's writes are refused every time: by the resource and by etcd.
+    let iterations = u64::from(ITERATIONS);
+    assert_eq!(r.counters.stale_writes_refused_fenced, iterations);
+    assert_eq!(counted(&r, "late_fenced_put_refused"), iterations);
+    assert_eq!(counted(&r, "stale_holder_lost_not_fired"), 0);
+    assert_eq!(r.counters.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_holder_blackholed() {
+    let r = small(Scenario::EtcdHolderBlackholed).await;
+    let iterations = u64::from(ITERATIONS);
+    assert_eq!(r.counters.stale_writes_refused_fenced, iterations);
+    assert_eq!(counted(&r, "late_fenced_put_refused"), iterations);
+    assert!(r.counters.lost_signals >= iterations, "{:?}", r.counters);
+    assert!(
+        r.counters
+            .measures
+            .contains_key("reacquire_after_blackhole")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_holder_killed() {
+    let r = small(Scenario::EtcdHolderKilled).await;
+    assert!(r.counters.measures.contains_key("reacquire_after_sigkill"));
+    assert_eq!(counted(&r, "waiter_never_granted"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_lease_revoked() {
+    let r = small(Scenario::EtcdLeaseRevoked).await;
+    let iterations = u64::from(ITERATIONS);
+    assert!(r.counters.measures.contains_key("lost_after_revoke"));
+    assert!(r.counters.measures.contains_key("reacquire_after_revoke"));
+    assert_eq!(counted(&r, "late_fenced_put_refused"), iterations);
+    assert_eq!(r.counters.stale_writes_refused_fenced, iterations);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_leader_killed() {
+    let r = small(Scenario::EtcdLeaderKilled).await;
+    assert!(
+        r.counters
+            .measures
+            .contains_key("dead_lock_outlived_failover")
+    );
+    assert!(r.counters.measures.contains_key("failover"));
+    assert_eq!(counted(&r, "waiter_never_granted"), 0);
+    assert_eq!(counted(&r, "live_lock_double_grants"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_minority_cut() {
+    let r = small(Scenario::EtcdMinorityCut).await;
+    let iterations = u64::from(ITERATIONS);
+    // Both kinds of cut ran: the leader's member (iterations 0 and 2), a follower's (1).
+    assert!(
+        r.counters
+            .measures
+            .contains_key("reacquire_after_cut_leader")
+    );
+    assert!(
+        r.counters
+            .measures
+            .contains_key("reacquire_after_cut_follower")
+    );
+    assert_eq!(counted(&r, "late_fenced_put_refused"), iterations);
+    assert_eq!(r.counters.stale_writes_refused_fenced, iterations);
+}

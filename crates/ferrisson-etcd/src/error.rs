@@ -25,6 +25,20 @@ impl EtcdError {
             _ => None,
         }
     }
+
+    /// A call cut short because its connection closed under it (the member died):
+    /// `Cancelled`, caused by a transport error.
+    fn is_cancelled_by_the_connection(&self) -> bool {
+        match &self.0 {
+            etcd_client::Error::GRpcStatus(status) => {
+                status.code() == Code::Cancelled
+                    && std::error::Error::source(status).is_some_and(|source| {
+                        source.downcast_ref::<tonic::transport::Error>().is_some()
+                    })
+            }
+            _ => false,
+        }
+    }
 }
 
 impl StoreError for EtcdError {
@@ -53,6 +67,7 @@ impl StoreError for EtcdError {
             &self.0,
             etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_)
         ) || matches!(self.code(), Some(Code::Unavailable))
+            || self.is_cancelled_by_the_connection()
     }
 }
 

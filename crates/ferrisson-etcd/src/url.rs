@@ -142,3 +142,34 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod tls_tests {
+    use ferrisson_core::Error;
+
+    use super::EtcdUrl;
+
+    /// TLS is not supported: an `etcds://` URL is refused up front, with a message that
+    /// says so and names the scheme that is, rather than connecting in plain text to a
+    /// member that expects TLS (or failing at the handshake with a transport error).
+    #[test]
+    fn a_tls_url_is_refused_naming_what_is_supported() {
+        for url in ["etcds://127.0.0.1:2379", "ETCDS://a:1,b:2"] {
+            let error = EtcdUrl::parse(url).expect_err("TLS is not supported");
+            assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+            let message = error.to_string();
+            for named in ["etcds://", "TLS", "not supported", "etcd://"] {
+                assert!(message.contains(named), "{named:?} not in {message:?}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn connecting_with_a_tls_url_fails_before_any_connection() {
+        let error = crate::Client::connect("etcds://127.0.0.1:1")
+            .await
+            .expect_err("TLS is not supported");
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        assert!(error.to_string().contains("etcd://"), "{error}");
+    }
+}

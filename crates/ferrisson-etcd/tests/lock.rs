@@ -256,3 +256,51 @@ async fn a_long_wait_and_hold_survive_etcds_ping_policy() -> anyhow::Result<()> 
     next.unlock().await?;
     Ok(())
 }
+
+/// An acquire that meets a transient failure (here: its only member down, restarted a
+/// moment later; in a cluster, the member a call went to killed, or a proposal dropped by
+/// a leader that lost its quorum: "request timed out") rides it out within its wait,
+/// rather than failing at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_rides_out_its_member_restarting() -> anyhow::Result<()> {
+    let (mut member, _) = start().await?;
+    // Failures are ridden out for one watchdog lease: longer than a restart on a busy
+    // machine.
+    let client = Client::builder(&member.url())
+        .watchdog_lease(SOON)
+        .connect()
+        .await?;
+    // A lock taken and released first: the connection is up and then refused.
+    client.lock("ridden")?.lock().await?.unlock().await?;
+    member.kill(0)?;
+    let acquire = tokio::spawn({
+        let lock = client.lock("ridden")?;
+        async move { lock.lock_timeout(SOON).await }
+    });
+    // The member is down when the acquire starts: its first calls are refused.
+    let member = tokio::task::spawn_blocking(move || member.restart(0).map(|()| member)).await??;
+    let guard = acquire
+        .await?
+        .context("the acquire failed")?
+        .context("not granted within its wait")?;
+    assert!(guard.is_held());
+    guard.unlock().await?;
+    drop(member);
+    Ok(())
+}
+
+/// A try does not retry: with its member down it fails at once, saying the failure is
+/// transient.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_fails_at_once_when_its_member_is_down() -> anyhow::Result<()> {
+    let (mut member, client) = start().await?;
+    client.lock("tried")?.lock().await?.unlock().await?;
+    member.kill(0)?;
+    let error = client
+        .lock("tried")?
+        .try_lock()
+        .await
+        .expect_err("no member to answer");
+    assert!(error.is_transient(), "{error}");
+    Ok(())
+}

@@ -44,6 +44,9 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// The peer port the other members dial: `peer_port`, or a relay's in front of it
+    /// (`EtcdCluster::start_partitionable`).
+    advertised_peer_port: u16,
     child: Option<Child>,
     paused: AtomicBool,
 }
@@ -86,6 +89,15 @@ impl EtcdCluster {
     /// When the binary is missing, no set of ports could be bound, or the members were
     /// not healthy within 20 seconds (the error says what the last probe saw).
     pub fn start(members: usize) -> io::Result<Self> {
+        Self::start_with(members, None)
+    }
+
+    /// As [`EtcdCluster::start`], each member's peer traffic through `relays` when given
+    /// (the members advertise the relay's port as their peer URL).
+    pub(crate) fn start_with(
+        members: usize,
+        relays: Option<&crate::etcd_partition::PeerPartition>,
+    ) -> io::Result<Self> {
         if members == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -102,10 +114,16 @@ impl EtcdCluster {
                 members: Vec::with_capacity(members),
             };
             for i in 0..members {
+                let peer_port = free_port()?;
+                let advertised_peer_port = match relays {
+                    Some(relays) => relays.relay(i, peer_port)?,
+                    None => peer_port,
+                };
                 cluster.members.push(Member {
                     name: format!("n{}", i + 1),
                     client_port: free_port()?,
-                    peer_port: free_port()?,
+                    peer_port,
+                    advertised_peer_port,
                     child: None,
                     paused: AtomicBool::new(false),
                 });
@@ -126,7 +144,7 @@ impl EtcdCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.advertised_peer_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -142,6 +160,7 @@ impl EtcdCluster {
         let member = &mut self.members[i];
         let client = format!("http://127.0.0.1:{}", member.client_port);
         let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let advertised_peer = format!("http://127.0.0.1:{}", member.advertised_peer_port);
         let child = Command::new(etcd_binary())
             .arg("--name")
             .arg(&member.name)
@@ -150,7 +169,7 @@ impl EtcdCluster {
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &advertised_peer])
             .args(["--initial-cluster", &initial])
             .args(["--initial-cluster-token", "ferrisson-test"])
             .args(["--initial-cluster-state", "new"])

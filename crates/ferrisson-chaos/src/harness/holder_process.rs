@@ -13,6 +13,11 @@
 //!   and prints `holder-lost-fired FIRED` (`true` or `false`);
 //! - with [`REPORTS_LOST_ENV`] set, it prints `holder-lost INSTANT` (`CLOCK_MONOTONIC`
 //!   nanoseconds) when its guard's `lost()` fires before the first line;
+//! - on a `go-fenced KEY` line instead, it prints `holder-belief HELD DEADLINE WALL_MS
+//!   LOST` (`LOST`: whether `lost()` has fired), then makes the store's own fenced write
+//!   of `KEY` (etcd's `fenced_put`, a transaction guarded by the lock key's create
+//!   revision) and prints `holder-fenced-put accepted|refused|unsupported|error`, then
+//!   releases as after `go`;
 //! - at the end of its input it holds the lock until it is killed.
 
 use std::ffi::OsString;
@@ -298,6 +303,10 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
         println!("holder-lost-fired {fired}");
         line = read_line().await??;
     }
+    if let Some(key) = line.trim().strip_prefix(GO_FENCED) {
+        finish_fenced(&client, guard, key).await?;
+        return Ok(true);
+    }
     if line.trim() != "go" {
         // Held (and renewed) until the parent kills this process.
         std::future::pending::<()>().await;
@@ -316,4 +325,96 @@ pub async fn run_killable_holder() -> anyhow::Result<bool> {
     };
     println!("holder-release {outcome}");
     Ok(true)
+}
+
+/// The line that tells the holder to go on with the store's own fenced write of a key.
+const GO_FENCED: &str = "go-fenced ";
+
+/// What a holder told `go-fenced` believed, and what its fenced write did.
+pub(crate) struct FencedEnd {
+    /// Whether its `lost()` had fired by then.
+    pub(crate) lost: bool,
+    /// `accepted`, `refused`, `unsupported` (a store without a fenced write) or `error`.
+    pub(crate) fenced_put: String,
+}
+
+impl HolderProcess {
+    /// Tells the holder to go on with a fenced write of `key` in the store (see the
+    /// module's protocol): records its belief and its lost signal if it fired, runs
+    /// `act` (what the holder does on that belief at the chaos resource), then records
+    /// its release and reaps it.
+    pub(crate) async fn finish_fenced(
+        mut self,
+        rec: &Recorder,
+        key: &str,
+        act: impl FnOnce(bool),
+    ) -> anyhow::Result<FencedEnd> {
+        let mut stdin = self.stdin.take().context("piped")?;
+        stdin.write_all(format!("{GO_FENCED}{key}\n").as_bytes())?;
+        // holder-belief HELD DEADLINE_MONOTONIC_NANOS WALL_MS LOST
+        let line = self.next_line().await?;
+        let mut parts = line.split_whitespace().skip(1);
+        let held = parts.next() == Some("true");
+        let deadline = on_history_clock(rec, parts.next().context("deadline")?)?;
+        let lost = parts.nth(1) == Some("true");
+        rec.record(0, EventKind::Belief { held, deadline });
+        if lost {
+            rec.record(0, EventKind::Lost);
+        }
+        act(held);
+        // holder-fenced-put OUTCOME
+        let line = self.next_line().await?;
+        let fenced_put = line.split_whitespace().nth(1).unwrap_or("error").to_owned();
+        rec.record(0, EventKind::ReleaseInvoked);
+        let line = self.next_line().await?;
+        let outcome = match line.split_whitespace().nth(1) {
+            Some("ok") => ReleaseOutcome::Ok,
+            Some("not-owner") => ReleaseOutcome::NotOwner,
+            Some("expired") => ReleaseOutcome::Expired,
+            _ => ReleaseOutcome::Error(line.clone()),
+        };
+        rec.record(0, EventKind::Released { outcome });
+        drop(stdin);
+        let mut child = self.child;
+        tokio::task::spawn_blocking(move || child.wait()).await??;
+        Ok(FencedEnd { lost, fenced_put })
+    }
+}
+
+/// The holder's side of `go-fenced KEY`: its belief and whether `lost()` fired, the
+/// store's fenced write of `KEY`, the release.
+async fn finish_fenced(
+    client: &ferrisson::Client,
+    guard: AnyGuard,
+    key: &str,
+) -> anyhow::Result<()> {
+    let held = guard.is_held();
+    // Fired already when it resolves at the first poll.
+    let lost = tokio::time::timeout(Duration::ZERO, guard.lost())
+        .await
+        .is_ok();
+    let deadline = (monotonic()? + guard.remaining()).as_nanos();
+    println!("holder-belief {held} {deadline} {} {lost}", unix_millis()?);
+    let put = match (&guard, client.as_etcd()) {
+        (AnyGuard::Etcd(etcd_guard), Some(etcd)) => {
+            match etcd
+                .fenced_put(etcd_guard, key, "written by a late holder")
+                .await
+            {
+                Ok(ferrisson::etcd::FencedPut::Accepted { .. }) => "accepted",
+                Ok(ferrisson::etcd::FencedPut::Refused { .. }) => "refused",
+                Err(_) => "error",
+            }
+        }
+        _ => "unsupported",
+    };
+    println!("holder-fenced-put {put}");
+    let outcome = match outcome(guard.unlock().await) {
+        ReleaseOutcome::Ok => "ok".to_owned(),
+        ReleaseOutcome::NotOwner => "not-owner".to_owned(),
+        ReleaseOutcome::Expired => "expired".to_owned(),
+        ReleaseOutcome::Error(e) => format!("error:{}", e.replace(' ', "_")),
+    };
+    println!("holder-release {outcome}");
+    Ok(())
 }

@@ -14,6 +14,7 @@
 pub(crate) mod clients;
 pub(crate) mod config;
 pub(crate) mod contest;
+pub(crate) mod etcd_members;
 pub(crate) mod expectations;
 pub(crate) mod hold;
 pub(crate) mod holder_process;
