@@ -405,18 +405,26 @@ async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<(
 
 /// Script calls the server has run so far (`EVALSHA` and `EVAL`).
 async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<u64> {
+    script_stat(conn, "calls").await
+}
+
+/// The sum of `field` (`calls`, `rejected_calls`, ...) over `EVALSHA` and `EVAL` in
+/// `INFO commandstats`.
+async fn script_stat(
+    conn: &mut redis::aio::MultiplexedConnection,
+    field: &str,
+) -> anyhow::Result<u64> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
         .await?;
+    let key = format!("{field}=");
     Ok(info
         .lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
         .filter_map(|l| {
-            l.split_once("calls=")?
-                .1
-                .split(',')
-                .next()?
+            l.split(&[':', ','][..])
+                .find_map(|part| part.strip_prefix(key.as_str()))?
                 .parse::<u64>()
                 .ok()
         })
@@ -1112,28 +1120,6 @@ async fn simple_lock_force_unlock_wakes_one_waiting_client() -> anyhow::Result<(
     Ok(())
 }
 
-/// Script calls the server refused so far (`rejected_calls` of `EVALSHA` and `EVAL`).
-async fn rejected_script_calls(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> anyhow::Result<u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(info
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split_once("rejected_calls=")?
-                .1
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
-}
-
 /// A server that refuses every renewal at once (its user may no longer run scripts) is
 /// asked again after the retry delay (a tenth of the lease), not as fast as it refuses:
 /// a retry is never pulled forward to share a batch. With a 1 s lease the hold has about
@@ -1145,7 +1131,7 @@ async fn a_refused_renewal_is_retried_after_its_delay() -> anyhow::Result<()> {
     let client = client_with_lease(&server, Duration::from_secs(1)).await?;
     let mut admin = raw(&server).await?;
     let guard = client.lock("refused-renewals")?.lock().await?;
-    let before = rejected_script_calls(&mut admin).await?;
+    let before = script_stat(&mut admin, "rejected_calls").await?;
     let () = redis::cmd("ACL")
         .arg(&["SETUSER", "default", "-evalsha", "-eval"])
         .query_async(&mut admin)
@@ -1153,7 +1139,7 @@ async fn a_refused_renewal_is_retried_after_its_delay() -> anyhow::Result<()> {
     tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
         .map_err(|_| anyhow::anyhow!("the hold outlived its lease without a renewal"))?;
-    let refused = rejected_script_calls(&mut admin).await? - before;
+    let refused = script_stat(&mut admin, "rejected_calls").await? - before;
     assert!(refused >= 1, "no renewal was tried");
     assert!(
         refused <= 20,
