@@ -7,9 +7,39 @@
 //!   writes accepted and refused by fencing, token regressions, releases and renewals
 //!   touching another owner's lock, renewals after loss, guards held past their
 //!   deadline and keys left behind.
-//! - [`Scenario`] and [`run`]: each fault injected against real `redis-server`
-//!   processes through a [`ferrisson_testkit::FaultProxy`], with its expected result
+//! - [`Scenario`] and [`run`]: each fault injected against real server processes the
+//!   test kit starts on free loopback ports (`redis-server` alone, a Sentinel group or a
+//!   Cluster; private PostgreSQL and MariaDB servers; ZooKeeper standalone or a
+//!   three-member ensemble; a three-member etcd cluster), through a
+//!   [`ferrisson_testkit::FaultProxy`] where a link is cut, with its expected result
 //!   checked; [`table`] and [`summary`] put the reports in words.
+//!
+//! # The stores
+//!
+//! Every scenario checks the same evidence, whatever the store; what differs is the
+//! set-up and how the fault is made:
+//!
+//! - **Redis** (most scenarios): one server with a fault proxy per client, a Sentinel
+//!   group, a Cluster; faults are a blackholed or cut link, `SIGSTOP` / `SIGKILL` of
+//!   the holder's process or of a server, a failover, a clock step, a lagging replica.
+//! - **PostgreSQL and MariaDB** (`scenarios/sql_faults.rs`): a private server of the
+//!   test kit (never the machine's own), the lock table and the session lock; the
+//!   holder's sessions ended by the server (`pg_terminate_backend`, `KILL`), its
+//!   process frozen, its link blackholed, the database restarted.
+//! - **ZooKeeper** (`scenarios/zookeeper_holder.rs`, `scenarios/zookeeper_ensemble.rs`):
+//!   the holder's session frozen, blackholed, killed or replaced; the ensemble's leader
+//!   killed, a minority or a majority cut off (members reach each other through fault
+//!   proxies).
+//! - **etcd** (`scenarios/etcd_holder_faults.rs`, `scenarios/etcd_member_faults.rs`, set-up
+//!   in `harness/etcd_members.rs`): the holder frozen, blackholed, killed, its lease
+//!   revoked out of band; the leader killed, a minority cut off (peer traffic through
+//!   the test kit's relays). A stale holder's write is tried twice: at the chaos
+//!   resource with its token, and in etcd with a write guarded by the lock key's
+//!   revision.
+//!
+//! The holder run as a process of its own (`harness/holder_process.rs`) connects
+//! through the `ferrisson` facade, so one holder program serves every store: it is
+//! handed the store's URL.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -43,10 +73,12 @@
 //!   [`ferrisson::redis::Guard`] as it is, and adapters for the three holds without a fencing
 //!   token (`TokenlessRead`, `TokenlessPermit`, `TokenlessRedlock`), recorded with no
 //!   token rather than an invented one.
-//! - `harness/setups.rs`: what a scenario module starts once per run — nothing, one
-//!   server with a fault proxy per client (`SingleServer`), a
+//! - `harness/setups.rs`: what a Redis scenario module starts once per run — nothing,
+//!   one server with a fault proxy per client (`SingleServer`), a
 //!   [`RedisCluster`](ferrisson_testkit::RedisCluster) or a
-//!   [`SentinelGroup`](ferrisson_testkit::SentinelGroup).
+//!   [`SentinelGroup`](ferrisson_testkit::SentinelGroup). The other stores' set-ups
+//!   live beside their scenarios (`SqlSetup`, the ZooKeeper server and ensembles) or in
+//!   `harness/etcd_members.rs` (three etcd members, shared by both etcd modules).
 //! - `harness/contest.rs`: a held watchdog lock, clients waiting for it and a topology
 //!   fault in between (the Sentinel and Cluster scenarios), counting waiters never
 //!   granted and silent losses.
