@@ -31,7 +31,7 @@ pub const MAX_NAME_LEN: usize = 1024;
 
 /// A client of an etcd cluster; clones share its connection, session lease and holds.
 ///
-/// Locks of one client share its session lease (kept alive every TTL/3 while the client
+/// Locks of one client share its session lease (kept alive every TTL/6 while the client
 /// lives): the first contender for a name uses the key `NAME/<session lease id in hex>`,
 /// exactly as etcd's `concurrency.Mutex` names it. A second contender of the same client
 /// for the same name at the same time (another task) gets a lease of its own, so that
@@ -180,7 +180,13 @@ impl ClientBuilder {
             // Not more often than every 5 s, and not without a stream open: etcd's
             // servers (`--grpc-keepalive-min-time`, no pings without streams) close a
             // connection that pings more, and every watch and keep-alive on it with it.
-            .with_keep_alive(KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT);
+            .with_keep_alive(KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT)
+            // etcd's `WithRequireLeader` (what its Go client puts on keep-alive streams):
+            // a member that knows it has no leader (an election under way, or cut off
+            // from the others) refuses a call or a stream at once, and ends the streams
+            // it has after three election timeouts without one, instead of holding them
+            // silent; the call is then made again, and may go to another member.
+            .with_require_leader(true);
         if let Some((user, password)) = &url.credentials {
             options = options.with_user(user, password);
         }
