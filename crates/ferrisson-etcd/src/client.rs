@@ -12,7 +12,7 @@ use ferrisson_core::{Error, Lease, Result, TaskKey};
 
 use crate::error::EtcdError;
 use crate::held::Held;
-use crate::lease::LeaseHandle;
+use crate::lease::{LeaseHandle, revoke};
 use crate::url::EtcdUrl;
 use crate::{Election, Latch, Lock, RwLock, Semaphore};
 
@@ -92,9 +92,8 @@ impl Drop for Inner {
         if let Some(lease) = self.session.get_mut().take() {
             lease.stop();
             let etcd = self.etcd.clone();
-            self.runtime.spawn(async move {
-                let _ = etcd.lease_client().revoke(lease.id).await;
-            });
+            self.runtime
+                .spawn(async move { revoke(&etcd, &lease).await });
         }
     }
 }
@@ -429,13 +428,26 @@ impl Client {
     }
 
     /// Gives back a lease from [`Client::lease_for`] once its contender's key is gone.
-    pub(crate) async fn free_lease(&self, prefix: &Arc<str>, lease: &LeaseHandle, shared: bool) {
+    pub(crate) async fn free_lease(
+        &self,
+        prefix: &Arc<str>,
+        lease: &Arc<LeaseHandle>,
+        shared: bool,
+    ) {
         if shared {
             locked(&self.inner.on_session).remove(&(lease.id, Arc::clone(prefix)));
-        } else {
-            lease.stop();
-            // Revoking also deletes any key left under it.
-            let _ = self.inner.etcd.lease_client().revoke(lease.id).await;
+            return;
+        }
+        lease.stop();
+        // Revoking also deletes any key left under it: one try here, the others in the
+        // background (the members may have no leader for a while).
+        let etcd = &self.inner.etcd;
+        if let Err(e) = etcd.lease_client().revoke(lease.id).await
+            && crate::error::is_retryable(&e)
+        {
+            let (etcd, lease) = (etcd.clone(), Arc::clone(lease));
+            self.runtime()
+                .spawn(async move { revoke(&etcd, &lease).await });
         }
     }
 

@@ -222,16 +222,20 @@ async fn keep_alive(etcd: etcd_client::Client, lease: Arc<LeaseHandle>) {
     }
     if !lease.stopping() {
         lease.end();
-        revoke_given_up(&etcd, &lease).await;
+        // Given up for lost here (no renewal answered before its deadline), it may still
+        // live in etcd, for up to a TTL and a whole TTL more when a new leader resets it,
+        // with the keys of withdrawn contenders and released holds whose deletes failed
+        // still under it. Nothing relies on it any more (its holds are lost, its
+        // contenders withdrawn): revoked as soon as a member answers.
+        revoke(&etcd, &lease).await;
     }
 }
 
-/// A lease given up for lost here (no renewal answered before its deadline) may still
-/// live in etcd, for up to a TTL, and a whole TTL more when a new leader resets it, with
-/// the keys of withdrawn contenders and released holds whose deletes failed still under
-/// it: revoked as soon as a member answers, tried for two TTLs. Nothing relies on it
-/// any more (its holds are lost, its contenders withdrawn).
-async fn revoke_given_up(etcd: &etcd_client::Client, lease: &LeaseHandle) {
+/// Revokes `lease` (its keys go with it), trying again after transient failures for two
+/// TTLs: a revoke sent while the members have no leader (a failover, or a healed cut
+/// whose returning member forces an election) fails, and the next leader then resets
+/// the lease to a whole TTL, keeping its keys that much longer.
+pub(crate) async fn revoke(etcd: &etcd_client::Client, lease: &LeaseHandle) {
     let until = Instant::now() + lease.ttl * 2;
     while Instant::now() < until {
         match tokio::time::timeout_at(until, etcd.lease_client().revoke(lease.id)).await {
