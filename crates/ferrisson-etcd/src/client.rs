@@ -12,7 +12,7 @@ use ferrisson_core::{Error, Lease, Result, TaskKey};
 
 use crate::error::EtcdError;
 use crate::held::Held;
-use crate::lease::LeaseHandle;
+use crate::lease::{LeaseHandle, revoke};
 use crate::url::EtcdUrl;
 use crate::{Election, Latch, Lock, RwLock, Semaphore};
 
@@ -31,7 +31,7 @@ pub const MAX_NAME_LEN: usize = 1024;
 
 /// A client of an etcd cluster; clones share its connection, session lease and holds.
 ///
-/// Locks of one client share its session lease (kept alive every TTL/3 while the client
+/// Locks of one client share its session lease (kept alive every TTL/6 while the client
 /// lives): the first contender for a name uses the key `NAME/<session lease id in hex>`,
 /// exactly as etcd's `concurrency.Mutex` names it. A second contender of the same client
 /// for the same name at the same time (another task) gets a lease of its own, so that
@@ -92,9 +92,8 @@ impl Drop for Inner {
         if let Some(lease) = self.session.get_mut().take() {
             lease.stop();
             let etcd = self.etcd.clone();
-            self.runtime.spawn(async move {
-                let _ = etcd.lease_client().revoke(lease.id).await;
-            });
+            self.runtime
+                .spawn(async move { revoke(&etcd, &lease).await });
         }
     }
 }
@@ -180,7 +179,13 @@ impl ClientBuilder {
             // Not more often than every 5 s, and not without a stream open: etcd's
             // servers (`--grpc-keepalive-min-time`, no pings without streams) close a
             // connection that pings more, and every watch and keep-alive on it with it.
-            .with_keep_alive(KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT);
+            .with_keep_alive(KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT)
+            // etcd's `WithRequireLeader` (what its Go client puts on keep-alive streams):
+            // a member that knows it has no leader (an election under way, or cut off
+            // from the others) refuses a call or a stream at once, and ends the streams
+            // it has after three election timeouts without one, instead of holding them
+            // silent; the call is then made again, and may go to another member.
+            .with_require_leader(true);
         if let Some((user, password)) = &url.credentials {
             options = options.with_user(user, password);
         }
@@ -423,13 +428,26 @@ impl Client {
     }
 
     /// Gives back a lease from [`Client::lease_for`] once its contender's key is gone.
-    pub(crate) async fn free_lease(&self, prefix: &Arc<str>, lease: &LeaseHandle, shared: bool) {
+    pub(crate) async fn free_lease(
+        &self,
+        prefix: &Arc<str>,
+        lease: &Arc<LeaseHandle>,
+        shared: bool,
+    ) {
         if shared {
             locked(&self.inner.on_session).remove(&(lease.id, Arc::clone(prefix)));
-        } else {
-            lease.stop();
-            // Revoking also deletes any key left under it.
-            let _ = self.inner.etcd.lease_client().revoke(lease.id).await;
+            return;
+        }
+        lease.stop();
+        // Revoking also deletes any key left under it: one try here, the others in the
+        // background (the members may have no leader for a while).
+        let etcd = &self.inner.etcd;
+        if let Err(e) = etcd.lease_client().revoke(lease.id).await
+            && crate::error::is_retryable(&e)
+        {
+            let (etcd, lease) = (etcd.clone(), Arc::clone(lease));
+            self.runtime()
+                .spawn(async move { revoke(&etcd, &lease).await });
         }
     }
 

@@ -1,8 +1,8 @@
 //! One contender in a queue: its lease, its key, its place; withdrawn (key deleted,
 //! lease given back) when it gives up or is dropped before it holds.
 
+use std::future::Future;
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use ferrisson_core::observe::{Probe, observe_wait};
@@ -12,6 +12,46 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::lease::LeaseHandle;
 use crate::queue::{self, Admission, Place};
+
+/// How long an acquire waits before trying again after a transient failure.
+const RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// Runs `attempt` (one contender: enqueued, then waiting for its turn, bounded by the
+/// acquire's own wait) until it is not a transient failure. A transient failure (the
+/// member a call went to is down, or a leader election is under way: etcd answers
+/// "request timed out" for a proposal the old leader dropped) is ridden out with a new
+/// contender: for one watchdog lease after the first failure of a run of them, and never
+/// past the wait's deadline (`started + wait`; a try, with a zero wait, does not retry).
+/// A contender that failed has withdrawn its key. Shared by every primitive that
+/// queues.
+pub(crate) async fn ride_out<T, F, Fut>(
+    client: &Client,
+    wait: Option<Duration>,
+    started: Instant,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let deadline = wait.and_then(|w| started.checked_add(w));
+    let mut failing_since = None;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_transient() => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                let retry_at = Instant::now() + RETRY_DELAY;
+                let ridden_out = retry_at <= since + client.watchdog_lease()
+                    && deadline.is_none_or(|d| retry_at < d);
+                if !ridden_out {
+                    return Err(e);
+                }
+                tokio::time::sleep_until(retry_at).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
 
 /// A key in the queue under `prefix` that has not become a hold yet. Dropping it
 /// withdraws it in a background task (a cancelled wait leaves no key behind).
@@ -182,19 +222,60 @@ async fn withdraw(
     shared: bool,
     revision: Option<i64>,
 ) {
-    // Without a revision the transaction may or may not have created the key; it is
-    // this contender's key either way (its lease is reserved to it until given back).
-    let _ = match revision {
-        Some(revision) => queue::remove(client.etcd(), &key, revision).await.map(drop),
+    // A key on a lease of its own goes with the lease (revoked when given back, or
+    // expiring once no longer kept alive): one try at deleting it is enough.
+    if delete_own_key(&client, &key, revision).await || !shared {
+        client.free_lease(&prefix, &lease, shared).await;
+        return;
+    }
+    // A key on the session lease would stay as long as the client's session, and every
+    // later contender would queue behind it: tried again (in the background) until it is
+    // deleted or the lease ends, a failure that outlasts a TTL ending the lease. The key
+    // stays reserved to this contender until then: no newer contender of this client
+    // takes it meanwhile, so a delete without a known revision never hits a newer key.
+    let runtime = client.runtime().clone();
+    runtime.spawn(async move {
+        delete_while_alive(&client, &key, revision, &lease).await;
+        client.free_lease(&prefix, &lease, shared).await;
+    });
+}
+
+/// One try at deleting a contender's or a hold's `key` (only with create revision
+/// `revision` when known): true when done (deleted, gone, or a failure that another
+/// try would not mend), false after a transient failure.
+pub(crate) async fn delete_own_key(client: &Client, key: &str, revision: Option<i64>) -> bool {
+    let deleted = match revision {
+        Some(revision) => queue::remove(client.etcd(), key, revision).await.map(drop),
+        // Without a revision the transaction may or may not have created the key; it is
+        // this contender's key either way (its lease is reserved to it until given back).
         None => client
             .etcd()
             .kv_client()
-            .delete(key.as_str(), None)
+            .delete(key, None)
             .await
             .map(drop)
             .map_err(crate::error::store),
     };
-    client.free_lease(&prefix, &lease, shared).await;
+    !matches!(deleted, Err(e) if e.is_transient())
+}
+
+/// Tries to delete `key` again every [`RETRY_DELAY`] until done or `lease` ends (the key
+/// goes with it then).
+pub(crate) async fn delete_while_alive(
+    client: &Client,
+    key: &str,
+    revision: Option<i64>,
+    lease: &LeaseHandle,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(RETRY_DELAY) => {}
+            () = lease.ended() => return,
+        }
+        if delete_own_key(client, key, revision).await {
+            return;
+        }
+    }
 }
 
 impl Drop for Contender {

@@ -15,7 +15,7 @@ use ferrisson_core::{
 };
 
 use crate::client::Client;
-use crate::contender::Contender;
+use crate::contender::{Contender, ride_out};
 use crate::error::store;
 use crate::held::Held;
 use crate::queue::Admission;
@@ -227,29 +227,42 @@ impl Election {
 
     async fn campaign_within(&self, wait: Option<Duration>) -> Result<Option<Leadership>> {
         let started = tokio::time::Instant::now();
-        let admission = Admission::NoneOlder(Arc::clone(&self.prefix));
-        observe_acquire(&self.probe, wait, async {
-            let contender = Box::pin(Contender::enqueue(
-                &self.client,
-                &self.prefix,
-                &admission,
-                self.lease,
-                &self.value,
-            ))
-            .await?;
-            // Boxed: see `Lock::acquire_unobserved`.
-            let Some(contender) =
-                Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
-            else {
-                return Ok(None);
-            };
-            Ok(Some(Leadership {
-                election: self.clone(),
-                held: Held::start(contender, self.probe.clone()),
-                released: false,
-            }))
-        })
+        observe_acquire(
+            &self.probe,
+            wait,
+            ride_out(&self.client, wait, started, move || {
+                self.contend(wait, started)
+            }),
+        )
         .await
+    }
+
+    /// One candidate: enqueued, then waiting for its turn until `started + wait`.
+    async fn contend(
+        &self,
+        wait: Option<Duration>,
+        started: tokio::time::Instant,
+    ) -> Result<Option<Leadership>> {
+        let admission = Admission::NoneOlder(Arc::clone(&self.prefix));
+        // Boxed: see `Lock::contend`.
+        let contender = Box::pin(Contender::enqueue(
+            &self.client,
+            &self.prefix,
+            &admission,
+            self.lease,
+            &self.value,
+        ))
+        .await?;
+        let Some(contender) =
+            Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Leadership {
+            election: self.clone(),
+            held: Held::start(contender, self.probe.clone()),
+            released: false,
+        }))
     }
 }
 

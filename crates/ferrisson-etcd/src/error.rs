@@ -27,11 +27,12 @@ impl EtcdError {
     }
 
     /// A call cut short because its connection closed under it (the member died):
-    /// `Cancelled`, caused by a transport error.
+    /// `Cancelled`, or `Unknown` when the request was written to a connection already
+    /// broken ("broken pipe"), caused by a transport error.
     fn is_cancelled_by_the_connection(&self) -> bool {
         match &self.0 {
             etcd_client::Error::GRpcStatus(status) => {
-                status.code() == Code::Cancelled
+                matches!(status.code(), Code::Cancelled | Code::Unknown)
                     && std::error::Error::source(status).is_some_and(|source| {
                         source.downcast_ref::<tonic::transport::Error>().is_some()
                     })

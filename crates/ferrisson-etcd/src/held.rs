@@ -8,7 +8,7 @@ use ferrisson_core::observe::Probe;
 use ferrisson_core::{Error, FencingToken, Result, TaskKey};
 
 use crate::client::{Client, locked};
-use crate::contender::Contender;
+use crate::contender::{Contender, delete_while_alive};
 use crate::lease::LeaseHandle;
 use crate::queue;
 
@@ -104,23 +104,41 @@ impl Held {
     }
 
     /// The last release: deletes the key if it is still this hold's (compared on its
-    /// create revision, never a newer key), gives the lease back.
+    /// create revision, never a newer key), gives the lease back. A delete that failed
+    /// for a transient reason is tried again in the background while the session lease
+    /// lives (the key would otherwise hold the lock as long as the client's session).
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseExpired`] when the hold had ended already; a store error.
-    pub(crate) async fn finish(&self, name: &str) -> Result<()> {
+    /// [`Error::LeaseExpired`] when the hold had ended already; a store error (the first
+    /// try's, when it is tried again).
+    pub(crate) async fn finish(self: &Arc<Self>, name: &str) -> Result<()> {
         let was_held = self.state.is_held();
         self.watch.abort();
         let removed = queue::remove(self.client.etcd(), &self.key, self.revision).await;
         self.lease.detach(&self.state);
-        self.client
-            .free_lease(&self.prefix, &self.lease, self.shared)
-            .await;
         match removed {
-            Ok(true) if was_held => Ok(()),
-            Ok(_) => Err(Error::LeaseExpired { name: name.into() }),
-            Err(e) => Err(e),
+            Err(e) if e.is_transient() && self.shared => {
+                let held = Arc::clone(self);
+                self.client.runtime().spawn(async move {
+                    delete_while_alive(&held.client, &held.key, Some(held.revision), &held.lease)
+                        .await;
+                    held.client
+                        .free_lease(&held.prefix, &held.lease, held.shared)
+                        .await;
+                });
+                Err(e)
+            }
+            removed => {
+                self.client
+                    .free_lease(&self.prefix, &self.lease, self.shared)
+                    .await;
+                match removed {
+                    Ok(true) if was_held => Ok(()),
+                    Ok(_) => Err(Error::LeaseExpired { name: name.into() }),
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 }

@@ -74,7 +74,7 @@ pub const STORE: &str = "etcd";
 
 const VALIDITY: Validity = Validity::Lease(
     "an etcd lease (the client's session lease, TTL = the watchdog lease in whole seconds) \
-     kept alive every TTL/3; a fixed lease is a lease of its own, not renewed",
+     kept alive every TTL/6; a fixed lease is a lease of its own, not renewed",
 );
 const LOST: &str = "at once when the key is deleted or the lease revoked (a watch on the own \
      key, the keep-alive's answer); when the keep-alive fails, at the end of the last TTL etcd \

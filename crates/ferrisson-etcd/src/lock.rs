@@ -12,12 +12,9 @@ use ferrisson_core::{
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::contender::Contender;
+use crate::contender::{Contender, ride_out};
 use crate::held::Held;
 use crate::queue::Admission;
-
-/// How long an acquire waits before trying again after a transient failure.
-const RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// A lock on etcd, compatible with etcd's `concurrency.Mutex` (and so with
 /// `etcdctl lock NAME` and Go services using that package on the same name): the same
@@ -128,33 +125,17 @@ impl Lock {
         observe_acquire(&self.probe, wait, self.acquire_unobserved(wait)).await
     }
 
-    /// Re-entry, or a contender's turn. A transient failure (the member a call went
-    /// to is down, or a leader election is under way: etcd answers "request timed out"
-    /// for a proposal the old leader dropped) is ridden out with a new contender: for
-    /// one watchdog lease after the first failure of a run of them, and never past the
-    /// wait's deadline (a try does not retry). A contender that failed withdrew its key.
+    /// Re-entry, or a contender's turn, transient failures ridden out with a new
+    /// contender (see [`ride_out`]).
     async fn acquire_unobserved(&self, wait: Option<Duration>) -> Result<Option<LockGuard>> {
         if let Some(guard) = self.reenter() {
             return Ok(Some(guard));
         }
         let started = Instant::now();
-        let deadline = wait.and_then(|w| started.checked_add(w));
-        let mut failing_since = None;
-        loop {
-            match self.contend(wait, started).await {
-                Err(e) if e.is_transient() => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
-                    let retry_at = Instant::now() + RETRY_DELAY;
-                    let ridden_out = retry_at <= since + self.client.watchdog_lease()
-                        && deadline.is_none_or(|d| retry_at < d);
-                    if !ridden_out {
-                        return Err(e);
-                    }
-                    tokio::time::sleep_until(retry_at).await;
-                }
-                outcome => return outcome,
-            }
-        }
+        ride_out(&self.client, wait, started, move || {
+            self.contend(wait, started)
+        })
+        .await
     }
 
     /// One contender: enqueued, then waiting for its turn until `started + wait`.

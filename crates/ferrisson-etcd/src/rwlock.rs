@@ -14,7 +14,7 @@ use ferrisson_core::{
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::contender::Contender;
+use crate::contender::{Contender, ride_out};
 use crate::held::Held;
 use crate::queue::Admission;
 
@@ -123,18 +123,19 @@ impl RwLock {
                 &self.read_probe,
             )
         };
-        let acquire = async {
-            // Boxed: see `Lock::acquire_unobserved`.
+        let admission = &admission;
+        let acquire = ride_out(&self.client, wait, started, move || async move {
+            // Boxed: see `Lock::contend`.
             let contender = Box::pin(Contender::enqueue(
                 &self.client,
                 prefix,
-                &admission,
+                admission,
                 self.lease,
                 b"",
             ))
             .await?;
             let Some(contender) =
-                Box::pin(contender.take_turn(probe, wait, started, &admission)).await?
+                Box::pin(contender.take_turn(probe, wait, started, admission)).await?
             else {
                 return Ok(None);
             };
@@ -142,7 +143,7 @@ impl RwLock {
                 self.client.count_read(&self.readers, task, true);
             }
             Ok(Some((Held::start(contender, probe.clone()), task)))
-        };
+        });
         observe_decision(probe, wait, acquire, |taken| match taken {
             Some((held, _)) => Decided::Granted(write.then(|| held.token())),
             None => Decided::Refused,

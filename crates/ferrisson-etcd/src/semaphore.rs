@@ -10,7 +10,7 @@ use ferrisson_core::{Capabilities, DistributedSemaphore, Error, Lease, Permit, R
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::contender::Contender;
+use crate::contender::{Contender, ride_out};
 use crate::held::Held;
 use crate::queue::Admission;
 
@@ -106,29 +106,42 @@ impl Semaphore {
 
     async fn acquire_within(&self, wait: Option<Duration>) -> Result<Option<SemaphorePermit>> {
         let started = Instant::now();
-        let admission = Admission::FewerOlder(Arc::clone(&self.prefix), self.permits);
-        observe_acquire(&self.probe, wait, async {
-            // Boxed: see `Lock::acquire_unobserved`.
-            let contender = Box::pin(Contender::enqueue(
-                &self.client,
-                &self.prefix,
-                &admission,
-                self.lease,
-                b"",
-            ))
-            .await?;
-            let Some(contender) =
-                Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
-            else {
-                return Ok(None);
-            };
-            Ok(Some(SemaphorePermit {
-                name: Arc::clone(&self.probe.name),
-                held: Held::start(contender, self.probe.clone()),
-                released: false,
-            }))
-        })
+        observe_acquire(
+            &self.probe,
+            wait,
+            ride_out(&self.client, wait, started, move || {
+                self.contend(wait, started)
+            }),
+        )
         .await
+    }
+
+    /// One acquirer: enqueued, then waiting for a permit until `started + wait`.
+    async fn contend(
+        &self,
+        wait: Option<Duration>,
+        started: Instant,
+    ) -> Result<Option<SemaphorePermit>> {
+        let admission = Admission::FewerOlder(Arc::clone(&self.prefix), self.permits);
+        // Boxed: see `Lock::contend`.
+        let contender = Box::pin(Contender::enqueue(
+            &self.client,
+            &self.prefix,
+            &admission,
+            self.lease,
+            b"",
+        ))
+        .await?;
+        let Some(contender) =
+            Box::pin(contender.take_turn(&self.probe, wait, started, &admission)).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(SemaphorePermit {
+            name: Arc::clone(&self.probe.name),
+            held: Held::start(contender, self.probe.clone()),
+            released: false,
+        }))
     }
 }
 

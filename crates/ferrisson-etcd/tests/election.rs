@@ -131,3 +131,37 @@ async fn etcdctl_elect_sees_ferrisson_lead_and_waits_for_it() -> anyhow::Result<
     observer.kill().await?;
     Ok(())
 }
+
+/// A campaign that meets a transient failure (its only member down when it starts, and
+/// restarted while it waits for an answer; in a cluster, the member a call went to
+/// killed, or a proposal dropped in a leader change) rides it out within its wait with a
+/// new candidate, as the lock's acquire does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_rides_out_its_member_restarting() -> anyhow::Result<()> {
+    let mut member = tokio::task::spawn_blocking(EtcdCluster::single).await??;
+    // Failures are ridden out for one watchdog lease: longer than a restart on a busy
+    // machine.
+    let client = Client::builder(&member.url())
+        .watchdog_lease(SOON)
+        .connect()
+        .await?;
+    let election = client.election("ridden")?.with_value("me");
+    // A term first: the connection is up, and then refused.
+    election.campaign().await?.unlock().await?;
+    tokio::task::block_in_place(|| member.kill(0))?;
+    let campaign = tokio::spawn({
+        let election = election.clone();
+        async move { election.campaign_timeout(SOON).await }
+    });
+    let member = tokio::task::spawn_blocking(move || member.restart(0).map(|()| member)).await??;
+    let leadership = campaign
+        .await??
+        .ok_or_else(|| anyhow::anyhow!("not elected within its wait"))?;
+    assert!(leadership.is_held());
+    let leader = election.leader().await?.expect("a leader");
+    assert_eq!(leader.token, leadership.fencing_token());
+    assert_eq!(leader.value, b"me");
+    leadership.unlock().await?;
+    drop(member);
+    Ok(())
+}

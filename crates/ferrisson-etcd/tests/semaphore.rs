@@ -109,3 +109,30 @@ async fn contenders_never_exceed_the_permits() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// An acquire that meets a transient failure (its only member down when it starts,
+/// restarted while it waits for an answer) rides it out within its wait, as the lock's
+/// does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_rides_out_its_member_restarting() -> anyhow::Result<()> {
+    let mut member = tokio::task::spawn_blocking(EtcdCluster::single).await??;
+    let client = Client::builder(&member.url())
+        .watchdog_lease(SOON)
+        .connect()
+        .await?;
+    let pool = client.semaphore("ridden", 2)?;
+    pool.acquire().await?.release().await?;
+    tokio::task::block_in_place(|| member.kill(0))?;
+    let acquire = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.acquire_timeout(SOON).await }
+    });
+    let member = tokio::task::spawn_blocking(move || member.restart(0).map(|()| member)).await??;
+    let permit = acquire
+        .await??
+        .ok_or_else(|| anyhow::anyhow!("no permit within its wait"))?;
+    assert!(permit.is_held());
+    permit.release().await?;
+    drop(member);
+    Ok(())
+}

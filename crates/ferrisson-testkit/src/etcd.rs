@@ -202,8 +202,20 @@ impl EtcdCluster {
         })
     }
 
-    /// Waits until every running member answers `/health` with `true`.
-    fn wait_healthy(&mut self) -> io::Result<()> {
+    /// Waits until every running member answers `/health` with `true`: a leader is
+    /// elected and known to each, and a quorum read went through it (etcd's health check
+    /// is a read through raft).
+    ///
+    /// After [`EtcdCluster::kill`] of the leader, a request sent before the others notice
+    /// may be forwarded to the dead leader and dropped with it: etcd does not resend it
+    /// and answers "request timed out" after its request timeout (5 s plus two election
+    /// timeouts). A test that means the cluster without the member, not the failover,
+    /// waits for this first.
+    ///
+    /// # Errors
+    ///
+    /// When a member exited, or the running members were not healthy within 20 seconds.
+    pub fn wait_healthy(&mut self) -> io::Result<()> {
         let ports: Vec<u16> = self
             .members
             .iter()
