@@ -117,6 +117,14 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    println!(
+        "(ferrisson clients coalesce script calls: {})\n",
+        if common::coalesce_calls() {
+            "on"
+        } else {
+            "off (LOCK_BENCH_COALESCE=0)"
+        }
+    );
     let deployment = Deployment::start(topology)?;
     runtime.block_on(run(&config, &deployment))
 }
@@ -457,7 +465,7 @@ async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
         raw: deployment.floor_connection().await?,
         cad: redis::Script::new(CAD),
         scripts: RawScripts::new(),
-        client: Client::connect(&url).await?,
+        client: common::connect(&url).await?,
         rslock: topology
             .is_single()
             .then(|| rslock::LockManager::new(vec![url.clone()])),

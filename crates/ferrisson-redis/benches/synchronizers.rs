@@ -343,8 +343,8 @@ async fn raw_wakeup(server: &RedisServer, iters: u64) -> anyhow::Result<((f64, f
 }
 
 async fn latch_wakeup(server: &RedisServer, iters: u64) -> anyhow::Result<()> {
-    let waiter_client = Client::connect(&server.url()).await?;
-    let counter_client = Client::connect(&server.url()).await?;
+    let waiter_client = common::connect(&server.url()).await?;
+    let counter_client = common::connect(&server.url()).await?;
     let mut samples = Vec::new();
     for i in 0..iters {
         let name = format!("bench:latch:{i}");
@@ -387,7 +387,15 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         let server = RedisServer::start()?;
-        let client = Client::connect(&server.url()).await?;
+        let client = common::connect(&server.url()).await?;
+        println!(
+            "(ferrisson clients coalesce script calls: {})\n",
+            if common::coalesce_calls() {
+                "on"
+            } else {
+                "off (LOCK_BENCH_COALESCE=0)"
+            }
+        );
         println!("## Semaphore throughput ({rounds} rounds of {slice:?} per row)\n");
         throughput(&server, &client, rounds, slice).await?;
         println!("\n## Latch wake-up ({iters} samples)\n");

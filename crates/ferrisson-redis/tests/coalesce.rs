@@ -602,6 +602,117 @@ async fn grants_in_batches_stay_exclusive() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs a blocking test-kit call (starting servers, a failover) where the runtime allows
+/// it.
+fn blocking<T>(f: impl FnOnce() -> std::io::Result<T>) -> anyhow::Result<T> {
+    Ok(tokio::task::block_in_place(f)?)
+}
+
+/// Who holds one lock inside the critical section: a holder may enter only when the one
+/// inside has been told it lost the lock.
+#[derive(Default)]
+struct Inside(std::sync::Mutex<Option<Arc<LockGuard>>>);
+
+impl Inside {
+    fn enter(&self, guard: &Arc<LockGuard>) -> anyhow::Result<()> {
+        let mut inside = self.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+        if let Some(other) = inside.as_ref() {
+            anyhow::ensure!(
+                !other.is_held(),
+                "token {} granted while token {} is held",
+                guard.fencing_token(),
+                other.fencing_token()
+            );
+        }
+        *inside = Some(Arc::clone(guard));
+        Ok(())
+    }
+
+    fn leave(&self) -> anyhow::Result<Option<Arc<LockGuard>>> {
+        Ok(self
+            .0
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .take())
+    }
+}
+
+/// Batches spanning a Sentinel failover: tasks of one client (grants acknowledged by both
+/// replicas, so the promoted one has them) keep taking four shared locks while the
+/// sentinels fail the master over. Every acquire ends granted or with an error, work goes
+/// on after the failover, and no lock has two holders that both believe they hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batches_spanning_a_failover_never_double_grant() -> anyhow::Result<()> {
+    const TASKS: usize = 16;
+    let group = blocking(ferrisson_testkit::SentinelGroup::start)?;
+    let client = Client::builder(&group.url())
+        .watchdog_lease(Duration::from_secs(3))
+        .response_timeout(Duration::from_millis(800))
+        .replica_acks(2, Duration::from_millis(500))
+        .connect()
+        .await?;
+    let sections: Arc<Vec<Inside>> = Arc::new((0..4).map(|_| Inside::default()).collect());
+    let grants = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let lock = client.lock(&format!("failover-{}", task % 4))?;
+        let (sections, grants, stop) = (
+            Arc::clone(&sections),
+            Arc::clone(&grants),
+            Arc::clone(&stop),
+        );
+        tasks.push(tokio::spawn(async move {
+            let inside = &sections[task % 4];
+            let mut errors = 0_u64;
+            while !stop.load(Ordering::SeqCst) {
+                match lock.lock_timeout(Duration::from_secs(5)).await {
+                    Ok(Some(guard)) => {
+                        let guard = Arc::new(guard);
+                        inside.enter(&guard)?;
+                        grants.fetch_add(1, Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                        if let Some(guard) = inside.leave()? {
+                            drop(guard);
+                        }
+                        if let Ok(guard) = Arc::try_unwrap(guard) {
+                            // A release cut by the failover is the lease's to end.
+                            let _ = guard.unlock().await;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => {
+                        errors += 1;
+                        // Pacing while the master is away, not synchronisation.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            anyhow::Ok(errors)
+        }));
+    }
+    let grants_reach = |n: u64| {
+        let grants = Arc::clone(&grants);
+        within(async move {
+            while grants.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    grants_reach(100).await?;
+    let old = blocking(|| group.master())?;
+    let new = blocking(|| group.failover())?;
+    assert_ne!(new, old);
+    let before = grants.load(Ordering::SeqCst);
+    grants_reach(before + 100).await?;
+    stop.store(true, Ordering::SeqCst);
+    for task in tasks {
+        tokio::time::timeout(HANG * 2, task).await???;
+    }
+    Ok(())
+}
+
 #[test]
 fn hang_bound_is_generous() {
     assert!(HANG >= TIMEOUT * 4);

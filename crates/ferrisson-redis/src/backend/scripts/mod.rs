@@ -665,6 +665,35 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_form_keeps_its_scripts_shebang_and_shared_functions() {
+        let batched = [
+            &SCRIPTS.lock_acquire,
+            &SCRIPTS.lock_release,
+            &SCRIPTS.simple_acquire,
+            &SCRIPTS.simple_release,
+            &SCRIPTS.semaphore_acquire,
+            &SCRIPTS.semaphore_release,
+            &SCRIPTS.xsem_acquire,
+            &SCRIPTS.xsem_release,
+        ];
+        for script in batched {
+            let batch = script.batch().expect("declared with a batch form");
+            let shebang = script.source.lines().next().unwrap_or_default();
+            assert_eq!(batch.source.lines().next(), Some(shebang));
+            // The shared functions stay outside `one`, defined once per batch.
+            let one = batch
+                .source
+                .find("local function one(KEYS, ARGV)")
+                .expect("the script's own text is wrapped");
+            if let Some(shared) = script.source.find("local function ") {
+                assert!(shared < one, "{}", batch.source);
+            }
+            assert_ne!(batch.hash, script.hash);
+        }
+        assert!(SCRIPTS.lock_renew.batch().is_none());
+    }
+
+    #[test]
     fn every_script_declares_how_it_runs_with_memory_full() {
         for script in SCRIPTS.all() {
             let source = &script.source;
