@@ -228,7 +228,15 @@ impl LuaScript {
                 None => (String::new(), body),
             },
         };
-        let batch = format!("{head}local function one(KEYS, ARGV)\n{body}\nend\n{BATCH_LOOP}");
+        // A script that hands out fencing tokens reads the clock once per batch (see
+        // `fencing_token.lua`).
+        let clock = if head.contains("\nlocal batch_time\n") {
+            "batch_time = redis.call('TIME')\n"
+        } else {
+            ""
+        };
+        let batch =
+            format!("{head}local function one(KEYS, ARGV)\n{body}\nend\n{clock}{BATCH_LOOP}");
         self.batch = Some(Box::new(Self::new(batch)));
     }
 
