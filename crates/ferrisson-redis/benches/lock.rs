@@ -6,7 +6,8 @@
 //! measures what the library's metric calls cost when an application has a recorder;
 //! `LOCK_BENCH_ROUNDS`, `LOCK_BENCH_SLICE_MS`, `LOCK_BENCH_GRANTS`, `LOCK_BENCH_WAIT_MS`,
 //! and for the hand-off `LOCK_BENCH_HOLD_US`, `LOCK_BENCH_PAUSE_US`, `LOCK_BENCH_WAITED_US`
-//! change the sizes; `-- --topology sentinel` or `-- --topology cluster` runs everything
+//! change the sizes; `LOCK_BENCH_COALESCE=0` builds ferrisson's clients with
+//! `coalesce_calls(false)`; `-- --topology sentinel` or `-- --topology cluster` runs everything
 //! on a Sentinel group or a 3-master Redis Cluster instead of one server, see
 //! `common/topology.rs`).
 //! Prints markdown tables for BENCHMARKS.md.

@@ -18,6 +18,9 @@
 //!   client) returning, against a raw `PUBLISH` -> RESP3 push on a subscribed redis-rs
 //!   connection and against one `PING` round trip.
 //!
+//! `LOCK_BENCH_COALESCE=0` builds ferrisson's clients with `coalesce_calls(false)`, to
+//! compare with the default (several tasks' calls of one script sent together).
+//!
 //! The machine is shared and noisy, so each throughput table alternates short slices of
 //! the floor and of the primitives (`SYNC_BENCH_ROUNDS` rounds, default 5, of
 //! `SYNC_BENCH_SLICE_MS` each, default 600) and reports medians; each ratio is the median

@@ -104,7 +104,7 @@ where
         .await
         .into_iter()
         .collect::<ferrisson_redis::Result<Vec<_>>>()?;
-    let acquired = evalsha(&mut conn).await?;
+    let after_acquires = evalsha(&mut conn).await?;
     let mut tokens = Vec::new();
     let mut held = Vec::new();
     for guard in guards {
@@ -119,7 +119,7 @@ where
     for released in releases.await {
         released?;
     }
-    let released = evalsha(&mut conn).await?;
+    let after_releases = evalsha(&mut conn).await?;
     for (lock, before) in locks.iter().zip(tokens) {
         let again = lock
             .try_lock()
@@ -131,7 +131,7 @@ where
             lock.name()
         );
     }
-    Ok((acquired - start, released - acquired))
+    Ok((after_acquires - start, after_releases - after_acquires))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,13 +264,19 @@ async fn semaphore_calls_batch_and_grant_no_more_than_there_are() -> anyhow::Res
         permits.extend(permit?);
     }
     assert_eq!(permits.len(), 10);
-    let acquired = evalsha(&mut conn).await?;
-    assert_eq!(acquired - start, 2);
-    let releases = started(&proxy, permits.into_iter().map(|p| p.release())).await;
+    let after_acquires = evalsha(&mut conn).await?;
+    assert_eq!(after_acquires - start, 2);
+    let releases = started(
+        &proxy,
+        permits
+            .into_iter()
+            .map(ferrisson_redis::SemaphorePermit::release),
+    )
+    .await;
     for released in releases.await {
         released?;
     }
-    assert_eq!(evalsha(&mut conn).await? - acquired, 2);
+    assert_eq!(evalsha(&mut conn).await? - after_acquires, 2);
     assert_eq!(semaphore.available_permits().await?, 10);
 
     let expirable = client.expirable_semaphore("leased")?;
@@ -282,13 +288,19 @@ async fn semaphore_calls_batch_and_grant_no_more_than_there_are() -> anyhow::Res
         permits.extend(permit?);
     }
     assert_eq!(permits.len(), 10);
-    let acquired = evalsha(&mut conn).await?;
-    assert_eq!(acquired - start, 2);
-    let releases = started(&proxy, permits.into_iter().map(|p| p.release())).await;
+    let after_acquires = evalsha(&mut conn).await?;
+    assert_eq!(after_acquires - start, 2);
+    let releases = started(
+        &proxy,
+        permits
+            .into_iter()
+            .map(ferrisson_redis::ExpirablePermit::release),
+    )
+    .await;
     for released in releases.await {
         released?;
     }
-    assert_eq!(evalsha(&mut conn).await? - acquired, 2);
+    assert_eq!(evalsha(&mut conn).await? - after_acquires, 2);
     assert_eq!(expirable.available_permits().await?, 10);
     Ok(())
 }
