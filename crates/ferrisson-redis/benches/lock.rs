@@ -6,7 +6,8 @@
 //! measures what the library's metric calls cost when an application has a recorder;
 //! `LOCK_BENCH_ROUNDS`, `LOCK_BENCH_SLICE_MS`, `LOCK_BENCH_GRANTS`, `LOCK_BENCH_WAIT_MS`,
 //! and for the hand-off `LOCK_BENCH_HOLD_US`, `LOCK_BENCH_PAUSE_US`, `LOCK_BENCH_WAITED_US`
-//! change the sizes; `-- --topology sentinel` or `-- --topology cluster` runs everything
+//! change the sizes; `LOCK_BENCH_COALESCE=0` builds ferrisson's clients with
+//! `coalesce_calls(false)`; `-- --topology sentinel` or `-- --topology cluster` runs everything
 //! on a Sentinel group or a 3-master Redis Cluster instead of one server, see
 //! `common/topology.rs`).
 //! Prints markdown tables for BENCHMARKS.md.
@@ -117,6 +118,14 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    println!(
+        "(ferrisson clients coalesce script calls: {})\n",
+        if common::coalesce_calls() {
+            "on"
+        } else {
+            "off (LOCK_BENCH_COALESCE=0)"
+        }
+    );
     let deployment = Deployment::start(topology)?;
     runtime.block_on(run(&config, &deployment))
 }
@@ -457,7 +466,7 @@ async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
         raw: deployment.floor_connection().await?,
         cad: redis::Script::new(CAD),
         scripts: RawScripts::new(),
-        client: Client::connect(&url).await?,
+        client: common::connect(&url).await?,
         rslock: topology
             .is_single()
             .then(|| rslock::LockManager::new(vec![url.clone()])),

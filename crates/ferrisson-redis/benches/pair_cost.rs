@@ -316,7 +316,7 @@ fn main() -> anyhow::Result<()> {
         let peers = Peers {
             raw: deployment.floor_connection().await?,
             cad: redis::Script::new(CAD),
-            client: Client::connect(&deployment.url()).await?,
+            client: common::connect(&deployment.url()).await?,
         };
         match arg_value("subject") {
             Some(label) => one_subject(Kind::parse(&label)?, &peers).await,

@@ -18,6 +18,9 @@
 //!   client) returning, against a raw `PUBLISH` -> RESP3 push on a subscribed redis-rs
 //!   connection and against one `PING` round trip.
 //!
+//! `LOCK_BENCH_COALESCE=0` builds ferrisson's clients with `coalesce_calls(false)`, to
+//! compare with the default (several tasks' calls of one script sent together).
+//!
 //! The machine is shared and noisy, so each throughput table alternates short slices of
 //! the floor and of the primitives (`SYNC_BENCH_ROUNDS` rounds, default 5, of
 //! `SYNC_BENCH_SLICE_MS` each, default 600) and reports medians; each ratio is the median
@@ -343,8 +346,8 @@ async fn raw_wakeup(server: &RedisServer, iters: u64) -> anyhow::Result<((f64, f
 }
 
 async fn latch_wakeup(server: &RedisServer, iters: u64) -> anyhow::Result<()> {
-    let waiter_client = Client::connect(&server.url()).await?;
-    let counter_client = Client::connect(&server.url()).await?;
+    let waiter_client = common::connect(&server.url()).await?;
+    let counter_client = common::connect(&server.url()).await?;
     let mut samples = Vec::new();
     for i in 0..iters {
         let name = format!("bench:latch:{i}");
@@ -387,7 +390,15 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         let server = RedisServer::start()?;
-        let client = Client::connect(&server.url()).await?;
+        let client = common::connect(&server.url()).await?;
+        println!(
+            "(ferrisson clients coalesce script calls: {})\n",
+            if common::coalesce_calls() {
+                "on"
+            } else {
+                "off (LOCK_BENCH_COALESCE=0)"
+            }
+        );
         println!("## Semaphore throughput ({rounds} rounds of {slice:?} per row)\n");
         throughput(&server, &client, rounds, slice).await?;
         println!("\n## Latch wake-up ({iters} samples)\n");

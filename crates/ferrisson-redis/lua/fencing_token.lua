@@ -15,8 +15,14 @@
 -- failover to a replica that missed it, as long as the new server's clock is not behind
 -- the old one. Lua numbers are doubles: exact up to 2^53, and microseconds since 1970
 -- are about 1.7e15.
+--
+-- In the batch form of a script (several acquires in one call, see
+-- `backend/scripts/mod.rs`) the clock is read once for all of them, into `batch_time`,
+-- before the first; alone it is nil and each call reads the clock. The floor still makes
+-- each token of a slot strictly greater than every earlier one.
+local batch_time
 local function fencing_token(floor)
-  local time = redis.call('TIME')
+  local time = batch_time or redis.call('TIME')
   local token = tonumber(time[1]) * 1000000 + tonumber(time[2])
   local text = string.format('%.0f', token)
   -- One call on the usual path: write the clock's value and read what it replaced. Only

@@ -342,7 +342,13 @@ async fn lock_timeout_gives_up_with_none() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_send_no_commands_and_share_one_connection() -> anyhow::Result<()> {
-    let (server, client) = server_and_client().await?;
+    let server = ferrisson_testkit::RedisServer::start()?;
+    // Each attempt one script call, so that counting calls counts attempts: coalesced,
+    // the waiters' attempts would go in a few batches (tests/coalesce.rs).
+    let client = Client::builder(&server.url())
+        .coalesce_calls(false)
+        .connect()
+        .await?;
     let holder = client
         .lock("quiet")?
         .with_lease(Lease::Fixed(Duration::from_secs(20)))?;

@@ -173,7 +173,12 @@ async fn dropped_permit_wakes_a_waiter() -> anyhow::Result<()> {
 #[tokio::test(flavor = "current_thread")]
 async fn release_wakes_as_many_waiters_as_permits() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
-    let client = Client::connect(&server.url()).await?;
+    // Each attempt one script call, so that counting calls counts attempts: coalesced,
+    // the three waiters' attempts would go together (tests/coalesce.rs).
+    let client = Client::builder(&server.url())
+        .coalesce_calls(false)
+        .connect()
+        .await?;
     let semaphore = client
         .semaphore("wake-n")?
         .with_recheck_interval(NO_RECHECK)?;

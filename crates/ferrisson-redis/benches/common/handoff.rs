@@ -153,7 +153,7 @@ pub async fn run_contention(
     let mut clients = Vec::with_capacity(contenders);
     let mut handles = Vec::with_capacity(contenders);
     for _ in 0..contenders {
-        let client = Client::connect(url).await?;
+        let client = super::connect(url).await?;
         let handle = Arc::new(Contended::new(kind, &client, name)?);
         handles.push(move || {
             let handle = Arc::clone(&handle);

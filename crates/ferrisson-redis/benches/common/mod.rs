@@ -20,6 +20,24 @@ use redis::aio::MultiplexedConnection;
 /// than the stalls a loaded 2-core machine gives a bench with 64 tasks in flight.
 pub const RAW_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Whether the benches' ferrisson clients coalesce script calls: `LOCK_BENCH_COALESCE=0`
+/// turns it off (default on, as `ClientBuilder::coalesce_calls`).
+pub fn coalesce_calls() -> bool {
+    std::env::var("LOCK_BENCH_COALESCE").map_or(true, |v| v != "0")
+}
+
+/// A ferrisson client for `url`, coalescing script calls or not per [`coalesce_calls`].
+///
+/// # Errors
+///
+/// When it cannot connect.
+pub async fn connect(url: &str) -> ferrisson_redis::Result<ferrisson_redis::Client> {
+    ferrisson_redis::Client::builder(url)
+        .coalesce_calls(coalesce_calls())
+        .connect()
+        .await
+}
+
 /// p50 of `samples` `PING` round trips through `conn` (after a few unmeasured ones): the
 /// floor of anything that needs a reply, measured when the figure it divides is.
 pub async fn ping_p50(

@@ -166,6 +166,7 @@ pub struct ClientBuilder {
     metrics_class: Option<ClassFn>,
     sentinel_credentials: SentinelCredentials,
     acks: Acknowledgements,
+    coalesce_calls: bool,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -181,6 +182,7 @@ impl fmt::Debug for ClientBuilder {
             .field("metrics_class", &self.metrics_class.is_some())
             .field("replica_acks", &self.acks.replicas)
             .field("aof_acks", &self.acks.aof)
+            .field("coalesce_calls", &self.coalesce_calls)
             .field(
                 "sentinel_credentials",
                 &self.sentinel_credentials.password.as_ref().map(|_| "<set>"),
@@ -202,6 +204,7 @@ impl ClientBuilder {
             metrics_class: None,
             sentinel_credentials: SentinelCredentials::default(),
             acks: Acknowledgements::default(),
+            coalesce_calls: true,
         }
     }
 
@@ -404,6 +407,44 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether acquires and releases that many tasks of this client make at once go to
+    /// Redis together (default: on).
+    ///
+    /// On, a call of a lock's or a semaphore's acquire or release script that finds a
+    /// call of the same script in flight waits for it to answer, and goes with every
+    /// other call that queued meanwhile as one script call (at most 128; on a cluster,
+    /// per hash slot). Redis then pays the fixed cost of a script call (parsing, the
+    /// script lookup, the Lua call's set-up, the reply) once per batch instead of once
+    /// per call (measured alone, about a quarter of an acquire's Redis CPU). A call
+    /// that finds none in flight goes out at once, exactly as with coalescing off: a
+    /// lone caller never waits for company.
+    ///
+    /// Nothing of a call's guarantees changes: its owner, lease, fencing token, reply,
+    /// errors, undo on cancellation, metrics and span stay its own; a call whose caller
+    /// stops waiting before its batch is sent is never sent. What it costs: a call that
+    /// queues waits for a call in flight to answer (one round trip at most) before its
+    /// batch goes, and a batch runs as one script, during which Redis serves nothing
+    /// else (about a millisecond for 128 acquires). After a dropped connection cut a
+    /// batch off, its calls that are safe to resend are resent alone and the others
+    /// report the error, each as it would alone. The acquires of one batch read the
+    /// server's clock once, so locks of different hash slots granted together may get
+    /// the same fencing token value; each lock's tokens still strictly increase, which
+    /// is all a token promises. Turn it off to send every call on its own, e.g. to
+    /// compare.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ferrisson_redis::Result<()> {
+    /// let client = ferrisson_redis::Client::builder("redis://127.0.0.1:6379")
+    ///     .coalesce_calls(false)
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn coalesce_calls(mut self, on: bool) -> Self {
+        self.coalesce_calls = on;
+        self
+    }
+
     /// Connects, loads every script and starts the client's background tasks.
     ///
     /// Makes one connection attempt, bounded by the connect timeout: a refused port, an
@@ -487,7 +528,9 @@ impl ClientBuilder {
             }
         };
 
-        let connection = connection.with_acknowledgements(self.acks);
+        let connection = connection
+            .with_acknowledgements(self.acks)
+            .with_coalescing(self.coalesce_calls);
         // Here rather than once per process: a recorder installed after the first client
         // connected still learns what each metric means.
         crate::observe::metrics::describe();

@@ -38,10 +38,12 @@ use crate::backend::acks::{Acknowledgements, AofWait, ReplicaAcks};
 use crate::backend::scripts::{Invocation, LuaScript, ScriptCall};
 
 pub(crate) mod cluster;
+pub(crate) mod coalesce;
 pub(crate) mod push;
 pub(crate) mod sentinel;
 
 use cluster::{ClusterNodes, SlotOwners};
+use coalesce::Coalescer;
 use sentinel::SentinelMaster;
 
 /// How often a call the server did not execute (a redirection, a failover in progress)
@@ -53,6 +55,9 @@ const NOT_EXECUTED_ATTEMPTS: u32 = 8;
 pub(crate) struct Connection {
     topology: Arc<Topology>,
     acks: Acknowledgements,
+    /// Where calls of batchable scripts queue while one is in flight ([`coalesce`]);
+    /// none when coalescing is off.
+    coalescer: Option<Arc<Coalescer>>,
 }
 
 /// Where the client's commands go.
@@ -83,7 +88,15 @@ impl Connection {
         Self {
             topology: Arc::new(topology),
             acks: Acknowledgements::default(),
+            coalescer: Some(Arc::default()),
         }
+    }
+
+    /// The same connection, coalescing the calls of batchable scripts or not (see
+    /// [`coalesce`]; on by default).
+    pub(crate) fn with_coalescing(mut self, on: bool) -> Self {
+        self.coalescer = on.then(Arc::default);
+        self
     }
 
     /// The same connection, requiring `acks` for every grant and renewal.
@@ -94,28 +107,47 @@ impl Connection {
 
     /// Runs one script call.
     ///
+    /// A call of a batchable script ([`ScriptCall::batchable`]) goes through the
+    /// coalescer when it is on: alone and at once when no call of its script is in
+    /// flight, else together with the other calls that queued meanwhile, as one call of
+    /// the script's batch form (see [`coalesce`]). Either way the reply, the error and
+    /// the acknowledgements are this call's own.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future may leave the call applied with its reply lost; callers that
-    /// must undo it arm an undo first (see `primitive::undo`).
+    /// must undo it arm an undo first (see `primitive::undo`). A call dropped while it
+    /// waits for a batch is never sent.
     pub(crate) async fn run<C: ScriptCall>(&self, call: &C) -> Result<C::Reply> {
         let evalsha = Invocation::evalsha(call);
-        let value = self
-            .send_with_rules(
-                evalsha.cmd(),
-                evalsha.first_key(),
-                call.idempotent(),
-                Some(call.script()),
-            )
-            .await
-            .or_command_error()?;
+        let script = call.script();
+        let (value, evalsha) = match &self.coalescer {
+            Some(coalescer) if call.batchable() && script.batch().is_some() => {
+                self.run_coalesced(coalescer, script, evalsha, call.idempotent())
+                    .await
+            }
+            _ => {
+                let value = self
+                    .send_with_rules(
+                        evalsha.cmd(),
+                        evalsha.first_key(),
+                        call.idempotent(),
+                        Some(script),
+                    )
+                    .await
+                    .or_command_error();
+                (value, Some(evalsha))
+            }
+        };
         let reply =
-            C::Reply::from_redis_value(value).map_err(|e| Error::Protocol(e.to_string()))?;
+            C::Reply::from_redis_value(value?).map_err(|e| Error::Protocol(e.to_string()))?;
         if !self.acks.is_none() && call.wrote_a_hold(&reply) {
-            self.acknowledge(WrittenOn::KeyOwner(evalsha.first_key()))
-                .await?;
+            let key = evalsha.as_ref().and_then(|e| e.first_key());
+            self.acknowledge(WrittenOn::KeyOwner(key)).await?;
         }
-        evalsha.recycle();
+        if let Some(evalsha) = evalsha {
+            evalsha.recycle();
+        }
         Ok(reply)
     }
 
@@ -422,9 +454,13 @@ impl Connection {
     /// one group per call. On one server every key is in the same group; a cluster
     /// refuses a script over keys of several hash slots, so there it is the slot.
     pub(crate) fn call_group(&self, key: &str) -> u16 {
+        self.call_group_of_bytes(key.as_bytes())
+    }
+
+    fn call_group_of_bytes(&self, key: &[u8]) -> u16 {
         match &*self.topology {
             Topology::Single(_) | Topology::Sentinel(_) => 0,
-            Topology::Cluster(_) => crate::backend::slot::key_slot(key.as_bytes()),
+            Topology::Cluster(_) => crate::backend::slot::key_slot(key),
         }
     }
 

@@ -94,6 +94,11 @@ impl ScriptCall for LockAcquire<'_> {
         &SCRIPTS.lock_acquire
     }
 
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
+    }
+
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key)
             .key(self.fence)
@@ -127,6 +132,11 @@ impl ScriptCall for LockRelease<'_> {
 
     fn script(&self) -> &'static LuaScript {
         &SCRIPTS.lock_release
+    }
+
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn fill(&self, call: &mut Invocation) {

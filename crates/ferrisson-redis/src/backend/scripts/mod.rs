@@ -24,6 +24,7 @@
 //!
 //! The shebang is why ferrisson needs Redis 7.0 (`Client::connect` checks the version).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::LazyLock;
 
@@ -71,6 +72,13 @@ pub(crate) trait ScriptCall {
     /// True when `reply` says the call granted or extended a hold: with replica
     /// acknowledgements required, such a write counts only once enough replicas have it.
     fn wrote_a_hold(&self, _reply: &Self::Reply) -> bool {
+        false
+    }
+
+    /// True when calls of this script from several tasks may go to Redis together, as
+    /// one call of the script's batch form (see [`LuaScript::batch`]), when one is
+    /// already in flight. Only for scripts declared with a batch form in [`SCRIPTS`].
+    fn batchable(&self) -> bool {
         false
     }
 }
@@ -154,24 +162,100 @@ pub(crate) fn unsigned(script: &str, n: i64) -> Result<u64, ParsingError> {
     u64::try_from(n).map_err(|_| ParsingError::from(format!("{script} returned {n}")))
 }
 
-/// One Lua script: its source, for `SCRIPT LOAD`, and its SHA1, for `EVALSHA`.
+/// One Lua script: its source, for `SCRIPT LOAD`, and its SHA1, for `EVALSHA`; and for
+/// the scripts whose calls may be coalesced, its batch form.
 pub(crate) struct LuaScript {
-    source: &'static str,
+    source: Cow<'static, str>,
     hash: String,
+    batch: Option<Box<LuaScript>>,
 }
 
+/// The loop of a batch form, after the script's own text wrapped as `one(KEYS, ARGV)`.
+///
+/// ARGV[1] is the number of calls n; ARGV[2i] and ARGV[2i+1] the i-th call's number of
+/// keys and of arguments; then come every call's arguments in order, as KEYS holds every
+/// call's keys in order. Each call runs as it would alone, on its own KEYS and ARGV, and
+/// answers in its place: a call that raised an error answers that error (its writes
+/// before the error stay, as they would alone), a call that returned nothing answers
+/// nil (`false`: a nil would end the reply array there).
+const BATCH_LOOP: &str = "\
+local calls = tonumber(ARGV[1])
+local replies = {}
+local k, a = 0, 1 + 2 * calls
+for i = 1, calls do
+  local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  local keys, argv = {}, {}
+  for j = 1, nk do keys[j] = KEYS[k + j] end
+  for j = 1, na do argv[j] = ARGV[a + j] end
+  k, a = k + nk, a + na
+  local ok, reply = pcall(one, keys, argv)
+  if not ok then
+    if type(reply) == 'table' and reply.err then
+      reply = {err = reply.err}
+    else
+      reply = {err = 'ERR ' .. tostring(reply)}
+    end
+  elseif reply == nil then
+    reply = false
+  end
+  replies[i] = reply
+end
+return replies
+";
+
 impl LuaScript {
-    fn new(source: &'static str) -> Self {
+    fn new(source: impl Into<Cow<'static, str>>) -> Self {
+        let source = source.into();
         Self {
+            hash: redis::Script::new(&source).get_hash().to_owned(),
             source,
-            hash: redis::Script::new(source).get_hash().to_owned(),
+            batch: None,
         }
+    }
+
+    /// The same script with a batch form: the script's text (`source`) up to its own
+    /// file `body` (the shebang and the shared functions, or the shebang line alone for a
+    /// script of one file) stays as it is; `body` becomes `local function one(KEYS,
+    /// ARGV)`, which [`BATCH_LOOP`] calls once per call of the batch. Generated from the
+    /// single script's text, so the two never drift; the shared functions (the fencing
+    /// token, the wake-up) use only their parameters, never KEYS or ARGV.
+    fn add_batch_form(&mut self, body: &'static str) {
+        let (head, body) = match self.source.strip_suffix(body) {
+            Some(head) if !head.is_empty() => (head.to_owned(), body),
+            // A script of one file carries its shebang on its first line.
+            _ => match body.split_once('\n') {
+                Some((shebang, rest)) => (format!("{shebang}\n"), rest),
+                None => (String::new(), body),
+            },
+        };
+        // A script that hands out fencing tokens reads the clock once per batch (see
+        // `fencing_token.lua`).
+        let clock = if head.contains("\nlocal batch_time\n") {
+            "batch_time = redis.call('TIME')\n"
+        } else {
+            ""
+        };
+        let batch =
+            format!("{head}local function one(KEYS, ARGV)\n{body}\nend\n{clock}{BATCH_LOOP}");
+        self.batch = Some(Box::new(Self::new(batch)));
+    }
+
+    /// The batch form, for the scripts that have one.
+    pub(crate) fn batch(&self) -> Option<&LuaScript> {
+        self.batch.as_deref()
+    }
+
+    /// `EVALSHA` of this script, with `keys` keys to follow.
+    pub(crate) fn evalsha_cmd(&self, keys: usize) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash.as_str()).arg(keys);
+        cmd
     }
 
     /// `SCRIPT LOAD` of this script.
     pub(crate) fn load_cmd(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
+        cmd.arg("LOAD").arg(self.source.as_ref());
         cmd
     }
 }
@@ -360,6 +444,20 @@ impl EvalSha {
         &self.cmd
     }
 
+    /// The call's keys, then its arguments, as sent.
+    pub(crate) fn keys_and_args(&self) -> (usize, impl Iterator<Item = &[u8]>) {
+        let parts = self.cmd.args_iter().skip(3).filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        });
+        (self.keys, parts)
+    }
+
+    /// How many parts (keys and arguments) the call has.
+    pub(crate) fn parts(&self) -> usize {
+        self.cmd.args_iter().count().saturating_sub(3)
+    }
+
     /// The first key, by which a cluster routes the call.
     pub(crate) fn first_key(&self) -> Option<&[u8]> {
         if self.keys == 0 {
@@ -391,13 +489,47 @@ macro_rules! scripts {
             $(pub(crate) $name: LuaScript,)+
         }
 
-        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-            $($name: LuaScript::new(source!($($file),+)),)+
+        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+            let mut scripts = Scripts {
+                $($name: LuaScript::new(source!($($file),+)),)+
+            };
+            scripts.add_batch_forms();
+            scripts
         });
 
-        /// The source of every script, for `SCRIPT LOAD`.
-        const SOURCES: &[&str] = &[$(source!($($file),+),)+];
+        impl Scripts {
+            /// Every script, each followed by its batch form if it has one: what
+            /// [`preload`] loads.
+            pub(crate) fn all(&self) -> impl Iterator<Item = &LuaScript> {
+                [$(&self.$name,)+]
+                    .into_iter()
+                    .flat_map(|script| std::iter::once(script).chain(script.batch()))
+            }
+        }
     };
+}
+
+/// Declares which scripts have a batch form (see [`LuaScript::add_batch_form`]): a name
+/// from [`SCRIPTS`] and the script's own file, the last of its files.
+macro_rules! batch_forms {
+    ($($name:ident => $file:literal,)+) => {
+        impl Scripts {
+            fn add_batch_forms(&mut self) {
+                $(self.$name.add_batch_form(source!($file));)+
+            }
+        }
+    };
+}
+
+batch_forms! {
+    lock_acquire => "lock_acquire.lua",
+    lock_release => "lock_release.lua",
+    simple_acquire => "simple_acquire.lua",
+    simple_release => "simple_release.lua",
+    semaphore_acquire => "semaphore_acquire.lua",
+    semaphore_release => "semaphore_release.lua",
+    xsem_acquire => "xsem_acquire.lua",
+    xsem_release => "xsem_release.lua",
 }
 
 scripts! {
@@ -458,8 +590,8 @@ scripts! {
 pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
-    for source in SOURCES {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(*source);
+    for script in SCRIPTS.all() {
+        pipe.add_command(script.load_cmd());
     }
     let loaded: Vec<redis::RedisResult<String>> =
         pipe.query_async(conn).await.or_command_error()?;
@@ -474,7 +606,7 @@ mod tests {
     use std::time::Duration;
 
     use super::lock::{LockInspect, Renew};
-    use super::{Invocation, SCRIPTS, SOURCES};
+    use super::{Invocation, SCRIPTS};
     use crate::backend::ids::OwnerId;
 
     /// The command's parts as text.
@@ -541,8 +673,38 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_form_keeps_its_scripts_shebang_and_shared_functions() {
+        let batched = [
+            &SCRIPTS.lock_acquire,
+            &SCRIPTS.lock_release,
+            &SCRIPTS.simple_acquire,
+            &SCRIPTS.simple_release,
+            &SCRIPTS.semaphore_acquire,
+            &SCRIPTS.semaphore_release,
+            &SCRIPTS.xsem_acquire,
+            &SCRIPTS.xsem_release,
+        ];
+        for script in batched {
+            let batch = script.batch().expect("declared with a batch form");
+            let shebang = script.source.lines().next().unwrap_or_default();
+            assert_eq!(batch.source.lines().next(), Some(shebang));
+            // The shared functions stay outside `one`, defined once per batch.
+            let one = batch
+                .source
+                .find("local function one(KEYS, ARGV)")
+                .expect("the script's own text is wrapped");
+            if let Some(shared) = script.source.find("local function ") {
+                assert!(shared < one, "{}", batch.source);
+            }
+            assert_ne!(batch.hash, script.hash);
+        }
+        assert!(SCRIPTS.lock_renew.batch().is_none());
+    }
+
+    #[test]
     fn every_script_declares_how_it_runs_with_memory_full() {
-        for source in SOURCES {
+        for script in SCRIPTS.all() {
+            let source = &script.source;
             let first = source.lines().next().unwrap_or_default();
             assert!(
                 [

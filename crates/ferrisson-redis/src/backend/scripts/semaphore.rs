@@ -38,6 +38,11 @@ impl ScriptCall for SemaphoreAcquire<'_> {
         &SCRIPTS.semaphore_acquire
     }
 
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
+    }
+
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key).arg(self.permits);
     }
@@ -56,6 +61,11 @@ impl ScriptCall for SemaphoreRelease<'_> {
 
     fn script(&self) -> &'static LuaScript {
         &SCRIPTS.semaphore_release
+    }
+
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn fill(&self, call: &mut Invocation) {

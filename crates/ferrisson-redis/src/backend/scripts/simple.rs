@@ -56,6 +56,11 @@ impl ScriptCall for SimpleAcquire<'_> {
         &SCRIPTS.simple_acquire
     }
 
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
+    }
+
     fn fill(&self, call: &mut Invocation) {
         call.key(self.key)
             .key(self.fence)
@@ -168,6 +173,11 @@ impl ScriptCall for SimpleRelease<'_> {
 
     fn script(&self) -> &'static LuaScript {
         &SCRIPTS.simple_release
+    }
+
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn fill(&self, call: &mut Invocation) {

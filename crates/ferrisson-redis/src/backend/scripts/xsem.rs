@@ -57,6 +57,11 @@ impl ScriptCall for XsemAcquire<'_> {
         &SCRIPTS.xsem_acquire
     }
 
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
+    }
+
     fn fill(&self, call: &mut Invocation) {
         call.key(self.keys.free)
             .key(self.keys.held)
@@ -105,6 +110,11 @@ impl ScriptCall for XsemRelease<'_> {
 
     fn script(&self) -> &'static LuaScript {
         &SCRIPTS.xsem_release
+    }
+
+    /// Several tasks' calls go to Redis together (see `Connection::run`).
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn fill(&self, call: &mut Invocation) {
