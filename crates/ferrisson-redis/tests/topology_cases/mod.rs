@@ -103,14 +103,30 @@ async fn lock_reenters_renews_and_signals_loss(target: &ClientBuilder) -> anyhow
 }
 
 /// A fair lock grants in request order across clients.
+///
+/// The order is the property here, not the watchdog: every client connects before the
+/// lock is taken, and the holds have a fixed lease longer than the case, so a loaded
+/// machine (a TLS cluster's handshakes take seconds then) cannot end the holder's lease
+/// and let a waiter in before the others queue.
 async fn fair_lock_grants_in_order(target: &ClientBuilder) -> anyhow::Result<()> {
-    let holder_client = client(target).await?;
-    let lock = holder_client.fair_lock("topology:fair")?;
+    let long = Lease::Fixed(Duration::from_secs(60));
+    let lock = client(target)
+        .await?
+        .fair_lock("topology:fair")?
+        .with_lease(long)?;
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        others.push(
+            client(target)
+                .await?
+                .fair_lock("topology:fair")?
+                .with_lease(long)?,
+        );
+    }
     let holder = lock.lock().await?;
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
-    for i in 0..3 {
-        let other = client(target).await?.fair_lock("topology:fair")?;
+    for (i, other) in others.into_iter().enumerate() {
         let order = Arc::clone(&order);
         waiters.push(tokio::spawn(async move {
             let guard = other.lock().await?;
