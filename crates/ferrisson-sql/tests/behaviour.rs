@@ -1,7 +1,8 @@
 //! What the lock table and the session lock promise beyond the shared suite, on the
 //! machine's PostgreSQL and MariaDB: a dead holder's row is taken over at its expiry, a
 //! missing table is a typed error, a dropped acquire leaves no row, a killed session
-//! loses every lock on it, MySQL names that differ only by case stay apart.
+//! loses every lock on it, MySQL names that differ only by case stay apart, a client
+//! with the fewest connections serves every form.
 
 mod support;
 
@@ -344,6 +345,53 @@ async fn a_semaphore_gives_out_at_most_its_permits() -> anyhow::Result<()> {
         );
         assert!(ours.clone().with_lease(Lease::Watchdog).is_ok());
         assert!(store.client.semaphore("pool", 0).is_err());
+        store.drop_schema(&base).await?;
+    }
+    Ok(())
+}
+
+/// A client with the fewest connections it may have (PostgreSQL: the listener and one
+/// for statements; MySQL: one) serves every form at once: a table lock renewed by its
+/// watchdog, a session lock on its session, and a waiter granted after another
+/// client's release; a pool smaller than that is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fewest_connections_serve_every_form() -> anyhow::Result<()> {
+    for base in bases() {
+        let store = SqlUnderTest::on_fresh_table(&base).await?;
+        let least = if base.starts_with("postgres") { 2 } else { 1 };
+        let builder = |max| {
+            Client::builder(&store.url)
+                .watchdog_lease(Duration::from_millis(600))
+                .max_connections(max)
+        };
+        let refused = builder(least - 1).connect().await;
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{base}: {refused:?}"
+        );
+        let small = builder(least).connect().await?;
+        let suffix = support::fresh_table();
+        let table = small.lock(&format!("t-{suffix}"))?.lock().await?;
+        let session = small.session_lock(&format!("s-{suffix}"))?.lock().await?;
+        let wanted = format!("w-{suffix}");
+        let other = store.another_client().await?;
+        let held = other.client.lock(&wanted)?.lock().await?;
+        let waiting = {
+            let lock = small.lock(&wanted)?;
+            tokio::spawn(async move { lock.lock_timeout(Duration::from_secs(20)).await })
+        };
+        // Three leases of the table lock: its renewals share the one statement
+        // connection with the waiter's looks.
+        tokio::time::sleep(Duration::from_millis(1800)).await;
+        assert!(!waiting.is_finished(), "{base}: granted while held");
+        held.unlock().await?;
+        let granted = waiting
+            .await??
+            .unwrap_or_else(|| panic!("{base}: the waiter was not granted"));
+        assert!(table.is_held() && session.is_held(), "{base}");
+        granted.unlock().await?;
+        table.unlock().await?;
+        session.unlock().await?;
         store.drop_schema(&base).await?;
     }
     Ok(())
