@@ -2,7 +2,7 @@
 //! machine's PostgreSQL and MariaDB: a dead holder's row is taken over at its expiry, a
 //! missing table is a typed error, a dropped acquire leaves no row, a killed session
 //! loses every lock on it, MySQL names that differ only by case stay apart, a client
-//! with the fewest connections serves every form.
+//! with the fewest connections serves every form, a slow acquire is renewed in time.
 
 mod support;
 
@@ -394,5 +394,68 @@ async fn the_fewest_connections_serve_every_form() -> anyhow::Result<()> {
         session.unlock().await?;
         store.drop_schema(&base).await?;
     }
+    Ok(())
+}
+
+/// An acquire that took two thirds of its lease (here a lock wait behind another
+/// transaction; on a busy machine, a new connection) is renewed at once: its row's
+/// expiry counts from the acquire's sending, so a first renewal a third of the lease
+/// after the answer would come too late and the hold would be lost. On PostgreSQL, where
+/// the acquire's lock wait shows in `pg_stat_activity`; the watchdog is the same code
+/// for both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_acquire_is_renewed_before_its_expiry() -> anyhow::Result<()> {
+    use sqlx::{Connection as _, Executor as _};
+    // Long enough that the rest of the acquire and the renewal fit in its last third on
+    // a busy machine.
+    let lease = Duration::from_secs(3);
+    let base = postgres_url();
+    let store = SqlUnderTest::on_fresh_table(&base).await?;
+    let table = store.client.table().to_owned();
+    let name = "slow";
+    // An expired row, so that the acquire is a take-over that waits on its row lock.
+    let expired = store
+        .client
+        .lock(name)?
+        .with_lease(Lease::Fixed(Duration::from_millis(1)))?
+        .lock()
+        .await?;
+    std::mem::forget(expired);
+    let client = Client::builder(&store.url)
+        .watchdog_lease(lease)
+        .max_connections(4)
+        .connect()
+        .await?;
+    let lock = client.lock(name)?;
+    // The blocker: the row locked by an open transaction.
+    let mut blocker = sqlx::PgConnection::connect(&base).await?;
+    let mut watcher = sqlx::PgConnection::connect(&base).await?;
+    blocker.execute("BEGIN").await?;
+    blocker
+        .execute(format!("SELECT name FROM {table} WHERE name = '{name}' FOR UPDATE").as_str())
+        .await?;
+    let acquire = tokio::spawn(async move { lock.lock().await });
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE wait_event_type = 'Lock' AND query LIKE '%{table}%' \
+           AND query NOT LIKE '%pg_stat_activity%'"
+    );
+    while sqlx::query_scalar::<_, i64>(&waiting)
+        .fetch_one(&mut watcher)
+        .await?
+        == 0
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The acquire waits: hold it back for two thirds of its lease.
+    tokio::time::sleep(lease * 2 / 3).await;
+    blocker.execute("ROLLBACK").await?;
+    let acquired = acquire.await??;
+    // A lease: a hold whose first renewal came after its expiry is lost by then.
+    let lost = tokio::time::timeout(lease, acquired.lost()).await.is_ok();
+    assert!(!lost, "the slow acquire's hold was lost");
+    assert!(acquired.is_held());
+    acquired.unlock().await?;
+    store.drop_schema(&base).await?;
     Ok(())
 }
