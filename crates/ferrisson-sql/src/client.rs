@@ -180,7 +180,13 @@ impl ClientBuilder {
     }
 
     /// The most connections the client opens (10 by default; PostgreSQL's listening
-    /// connection is one of them).
+    /// connection is one of them, the session that session locks live on is not).
+    /// The lock table's statements take a connection one at a time, so a process that
+    /// runs one lock at a time needs few: PostgreSQL at least 2 (the listener and one
+    /// for statements), MySQL/MariaDB at least 1. Many processes against one database
+    /// (PostgreSQL allows 100 connections by default) can each keep to the least. A
+    /// [`TransactionLock`](crate::TransactionLock) the client runs keeps a connection
+    /// for its whole wait and hold: count one more per such lock held at once.
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = max;
         self
@@ -202,10 +208,23 @@ impl ClientBuilder {
                 .unwrap_or(DEFAULT_TABLE),
         )?;
         ferrisson_core::validate_lease(self.watchdog_lease)?;
-        if self.safety_poll.is_zero() || self.heartbeat.is_zero() || self.max_connections < 3 {
+        if self.safety_poll.is_zero() || self.heartbeat.is_zero() {
             return Err(Error::invalid(
-                "the safety poll and the heartbeat must be positive, and a client needs at least 3 connections",
+                "the safety poll and the heartbeat must be positive",
             ));
+        }
+        // The listener keeps one pooled connection; the session's is taken out of the
+        // pool (detached), which may then open another.
+        let least = match dialect {
+            Dialect::Postgres => 2,
+            Dialect::MySql => 1,
+        };
+        if self.max_connections < least {
+            return Err(Error::invalid(format!(
+                "a {} client needs at least {least} connections, got {}",
+                dialect.store(),
+                self.max_connections
+            )));
         }
         let target = redacted(&self.url);
         let connect_error = |cause| Error::Connect {

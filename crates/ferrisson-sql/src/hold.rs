@@ -55,15 +55,21 @@ impl Hold {
         }
     }
 
-    /// Starts renewing the row every third of the lease until the hold ends.
-    pub(crate) fn start_watchdog(self: &Arc<Self>, shared: &Arc<Shared>) {
+    /// Starts renewing the row every third of the lease until the hold ends, the first
+    /// time a third of the lease after `sent`, when the acquire that granted it was
+    /// sent.
+    pub(crate) fn start_watchdog(self: &Arc<Self>, shared: &Arc<Shared>, sent: Instant) {
         let hold = Arc::downgrade(self);
         let db = shared.db.clone();
         let tables = shared.tables.clone();
         let lease = self.lease;
         let interval = lease / 3;
         let task = tokio::spawn(async move {
-            let mut next = Instant::now() + interval;
+            // The row's expiry counts from the acquire's sending, as every renewal's from
+            // its own: an acquire that took two thirds of the lease (a lock wait, a new
+            // connection on a busy machine) is renewed at once, not a third of the lease
+            // after its answer, which would be past the expiry.
+            let mut next = sent + interval;
             loop {
                 tokio::time::sleep_until(next).await;
                 let Some(hold) = hold.upgrade() else {

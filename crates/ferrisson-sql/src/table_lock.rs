@@ -287,7 +287,7 @@ impl TableLock {
             .holds()
             .insert(Arc::clone(&self.key), Arc::clone(&hold));
         if self.lease == Lease::Watchdog {
-            hold.start_watchdog(&shared);
+            hold.start_watchdog(&shared, sent);
         }
         Ok(Step::Granted(self.guard(&hold)))
     }

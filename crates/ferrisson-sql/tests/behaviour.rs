@@ -1,7 +1,8 @@
 //! What the lock table and the session lock promise beyond the shared suite, on the
 //! machine's PostgreSQL and MariaDB: a dead holder's row is taken over at its expiry, a
 //! missing table is a typed error, a dropped acquire leaves no row, a killed session
-//! loses every lock on it, MySQL names that differ only by case stay apart.
+//! loses every lock on it, MySQL names that differ only by case stay apart, a client
+//! with the fewest connections serves every form, a slow acquire is renewed in time.
 
 mod support;
 
@@ -346,5 +347,115 @@ async fn a_semaphore_gives_out_at_most_its_permits() -> anyhow::Result<()> {
         assert!(store.client.semaphore("pool", 0).is_err());
         store.drop_schema(&base).await?;
     }
+    Ok(())
+}
+
+/// A client with the fewest connections it may have (PostgreSQL: the listener and one
+/// for statements; MySQL: one) serves every form at once: a table lock renewed by its
+/// watchdog, a session lock on its session, and a waiter granted after another
+/// client's release; a pool smaller than that is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fewest_connections_serve_every_form() -> anyhow::Result<()> {
+    for base in bases() {
+        let store = SqlUnderTest::on_fresh_table(&base).await?;
+        let least = if base.starts_with("postgres") { 2 } else { 1 };
+        let builder = |max| {
+            Client::builder(&store.url)
+                .watchdog_lease(Duration::from_millis(600))
+                .max_connections(max)
+        };
+        let refused = builder(least - 1).connect().await;
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{base}: {refused:?}"
+        );
+        let small = builder(least).connect().await?;
+        let suffix = support::fresh_table();
+        let table = small.lock(&format!("t-{suffix}"))?.lock().await?;
+        let session = small.session_lock(&format!("s-{suffix}"))?.lock().await?;
+        let wanted = format!("w-{suffix}");
+        let other = store.another_client().await?;
+        let held = other.client.lock(&wanted)?.lock().await?;
+        let waiting = {
+            let lock = small.lock(&wanted)?;
+            tokio::spawn(async move { lock.lock_timeout(Duration::from_secs(20)).await })
+        };
+        // Three leases of the table lock: its renewals share the one statement
+        // connection with the waiter's looks.
+        tokio::time::sleep(Duration::from_millis(1800)).await;
+        assert!(!waiting.is_finished(), "{base}: granted while held");
+        held.unlock().await?;
+        let granted = waiting
+            .await??
+            .unwrap_or_else(|| panic!("{base}: the waiter was not granted"));
+        assert!(table.is_held() && session.is_held(), "{base}");
+        granted.unlock().await?;
+        table.unlock().await?;
+        session.unlock().await?;
+        store.drop_schema(&base).await?;
+    }
+    Ok(())
+}
+
+/// An acquire that took two thirds of its lease (here a lock wait behind another
+/// transaction; on a busy machine, a new connection) is renewed at once: its row's
+/// expiry counts from the acquire's sending, so a first renewal a third of the lease
+/// after the answer would come too late and the hold would be lost. On PostgreSQL, where
+/// the acquire's lock wait shows in `pg_stat_activity`; the watchdog is the same code
+/// for both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_acquire_is_renewed_before_its_expiry() -> anyhow::Result<()> {
+    use sqlx::{Connection as _, Executor as _};
+    // Long enough that the rest of the acquire and the renewal fit in its last third on
+    // a busy machine.
+    let lease = Duration::from_secs(3);
+    let base = postgres_url();
+    let store = SqlUnderTest::on_fresh_table(&base).await?;
+    let table = store.client.table().to_owned();
+    let name = "slow";
+    // An expired row, so that the acquire is a take-over that waits on its row lock.
+    let expired = store
+        .client
+        .lock(name)?
+        .with_lease(Lease::Fixed(Duration::from_millis(1)))?
+        .lock()
+        .await?;
+    std::mem::forget(expired);
+    let client = Client::builder(&store.url)
+        .watchdog_lease(lease)
+        .max_connections(4)
+        .connect()
+        .await?;
+    let lock = client.lock(name)?;
+    // The blocker: the row locked by an open transaction.
+    let mut blocker = sqlx::PgConnection::connect(&base).await?;
+    let mut watcher = sqlx::PgConnection::connect(&base).await?;
+    blocker.execute("BEGIN").await?;
+    blocker
+        .execute(format!("SELECT name FROM {table} WHERE name = '{name}' FOR UPDATE").as_str())
+        .await?;
+    let acquire = tokio::spawn(async move { lock.lock().await });
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE wait_event_type = 'Lock' AND query LIKE '%{table}%' \
+           AND query NOT LIKE '%pg_stat_activity%'"
+    );
+    while sqlx::query_scalar::<_, i64>(&waiting)
+        .fetch_one(&mut watcher)
+        .await?
+        == 0
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The acquire waits: hold it back for two thirds of its lease.
+    tokio::time::sleep(lease * 2 / 3).await;
+    blocker.execute("ROLLBACK").await?;
+    let acquired = acquire.await??;
+    // A lease: a hold whose first renewal came after its expiry is lost by then.
+    let lost = tokio::time::timeout(lease, acquired.lost()).await.is_ok();
+    assert!(!lost, "the slow acquire's hold was lost");
+    assert!(acquired.is_held());
+    acquired.unlock().await?;
+    store.drop_schema(&base).await?;
     Ok(())
 }

@@ -273,8 +273,9 @@ registry! {
     },
     /// PostgreSQL, lock table: every session of the holder ended by the server
     /// (`pg_terminate_backend`) while it holds the lock. The row lives in the table, not in a
-    /// session: the watchdog renews it over a new connection, the holder keeps the lock,
-    /// a contender's try is refused, and the contender is granted after the release.
+    /// session: the watchdog renews it over a new connection, the holder keeps the lock
+    /// (its lease 1 s, so that a renewal has 667 ms to reconnect), a contender's try is
+    /// refused, and the contender is granted after the release.
     PostgresTableConnectionKilled {
         name: "postgres-table-connection-killed",
         fault: "holder's sessions ended by the server (pg_terminate_backend), lock table",
@@ -332,8 +333,9 @@ registry! {
     },
     /// MariaDB, lock table: every session of the holder ended by the server
     /// (`KILL`) while it holds the lock. The row lives in the table, not in a
-    /// session: the watchdog renews it over a new connection, the holder keeps the lock,
-    /// a contender's try is refused, and the contender is granted after the release.
+    /// session: the watchdog renews it over a new connection, the holder keeps the lock
+    /// (its lease 1 s, so that a renewal has 667 ms to reconnect), a contender's try is
+    /// refused, and the contender is granted after the release.
     MariaDbTableConnectionKilled {
         name: "mariadb-table-connection-killed",
         fault: "holder's sessions ended by the server (KILL), lock table",
