@@ -339,6 +339,7 @@ async fn a_call_dropped_while_queued_is_never_sent() -> anyhow::Result<()> {
 /// A client through `proxy` whose calls give up after `timeout`.
 async fn through(proxy: &FaultProxy, timeout: Duration) -> anyhow::Result<Client> {
     Ok(Client::builder(&proxy.url())
+        .coalesce_calls(true)
         .response_timeout(timeout)
         .connect()
         .await?)
@@ -657,6 +658,7 @@ async fn batches_spanning_a_failover_never_double_grant() -> anyhow::Result<()> 
     const TASKS: usize = 16;
     let group = blocking(ferrisson_testkit::SentinelGroup::start)?;
     let client = Client::builder(&group.url())
+        .coalesce_calls(true)
         .watchdog_lease(Duration::from_secs(3))
         .response_timeout(Duration::from_millis(800))
         .replica_acks(2, Duration::from_millis(500))

@@ -21,7 +21,7 @@ use redis::aio::MultiplexedConnection;
 pub const RAW_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the benches' ferrisson clients coalesce script calls: `LOCK_BENCH_COALESCE=0`
-/// turns it off (default on, as `ClientBuilder::coalesce_calls`).
+/// turns it off (on unless told: the benches measure it; a client's default is off).
 pub fn coalesce_calls() -> bool {
     std::env::var("LOCK_BENCH_COALESCE").map_or(true, |v| v != "0")
 }

@@ -88,12 +88,12 @@ impl Connection {
         Self {
             topology: Arc::new(topology),
             acks: Acknowledgements::default(),
-            coalescer: Some(Arc::default()),
+            coalescer: None,
         }
     }
 
     /// The same connection, coalescing the calls of batchable scripts or not (see
-    /// [`coalesce`]; on by default).
+    /// [`coalesce`]; off by default).
     pub(crate) fn with_coalescing(mut self, on: bool) -> Self {
         self.coalescer = on.then(Arc::default);
         self
