@@ -86,7 +86,8 @@ pub struct BenchOptions {
     /// Flows to measure, each once per round; the first is the floor the others are
     /// compared with, and must be [`BenchFlow::NoLock`].
     pub flows: Vec<BenchFlow>,
-    /// An existing Redis to use.
+    /// An existing Redis to use (the report's Redis columns then count every client of
+    /// it).
     pub redis: Option<String>,
     /// A PostgreSQL or MySQL/MariaDB server to run on, in a schema or database of the
     /// bench's own per round (default: a fresh SQLite file per round).

@@ -231,9 +231,12 @@ mod tests {
         let mut config = ServeConfig::for_urls("redis://127.0.0.1:6379", "sqlite::memory:");
         let tls = TlsPems::default();
         // The builder has no getter: its Debug output is what shows its settings.
-        let shown = |config: &ServeConfig| format!("{:?}", ferrisson_builder(&config.redis, config, &tls));
-        assert!(shown(&config).contains("coalesce_calls: false"), "{}", shown(&config));
+        let shown =
+            |config: &ServeConfig| format!("{:?}", ferrisson_builder(&config.redis, config, &tls));
+        let off = shown(&config);
+        assert!(off.contains("coalesce_calls: false"), "{off}");
         config.coalesce_calls = true;
-        assert!(shown(&config).contains("coalesce_calls: true"), "{}", shown(&config));
+        let on = shown(&config);
+        assert!(on.contains("coalesce_calls: true"), "{on}");
     }
 }

@@ -36,7 +36,8 @@ struct Cli {
         default_values_t = [BenchFlow::NoLock, BenchFlow::Lock, BenchFlow::Lua]
     )]
     flows: Vec<BenchFlow>,
-    /// Use this Redis instead of starting one.
+    /// Use this Redis instead of starting one (the report's Redis columns then count
+    /// what every client of it did during the buys).
     #[arg(long = "url", visible_alias = "redis", value_name = "URL")]
     redis: Option<String>,
     /// A PostgreSQL or MySQL/MariaDB server to run on instead of a SQLite file: each
