@@ -1,6 +1,7 @@
 //! `seckill-bench`: orders per second of the voucher flow, two instances, 1,000
-//! concurrent buyers, for the correct flows (the lock flow and the Lua flow) next to the
-//! same flow without any lock, measured in the same run as the floor.
+//! concurrent buyers, for the correct flows (the lock flow and the Lua flow, and on
+//! request the lock flow with its lock calls coalesced) next to the same flow without
+//! any lock, measured in the same run as the floor.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use redis::aio::MultiplexedConnection;
 use serde::Serialize;
 
 use seckill::OrderFlow;
@@ -20,6 +22,53 @@ use crate::load::http_client;
 use crate::scratch::ScratchDb;
 use crate::servers::start_servers;
 use crate::shop::{buy, log_in, open_voucher};
+
+/// What one row of the benchmark runs: an order flow, and for the lock flow whether the
+/// instances coalesce their lock calls (`seckill serve --coalesce-calls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchFlow {
+    /// The flow without any lock: the floor (`--order-flow no-lock`).
+    NoLock,
+    /// The ferrisson lock per user (`--order-flow lock`).
+    Lock,
+    /// The same, the lock calls that meet one in flight sent together
+    /// (`--order-flow lock --coalesce-calls`).
+    LockCoalesced,
+    /// One Lua script in Redis (`--order-flow lua`).
+    Lua,
+}
+
+impl BenchFlow {
+    /// The name on the command line and in the report.
+    ///
+    /// ```
+    /// assert_eq!(seckill_lab::BenchFlow::LockCoalesced.name(), "lock-coalesced");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::LockCoalesced => "lock-coalesced",
+            other => other.order_flow().name(),
+        }
+    }
+
+    /// The instances' `--order-flow`.
+    pub fn order_flow(self) -> OrderFlow {
+        match self {
+            Self::NoLock => OrderFlow::NoLock,
+            Self::Lock | Self::LockCoalesced => OrderFlow::Lock,
+            Self::Lua => OrderFlow::Lua,
+        }
+    }
+
+    /// The instances' further `seckill serve` flags.
+    fn serve_args(self) -> Vec<String> {
+        match self {
+            Self::LockCoalesced => vec!["--coalesce-calls".to_owned()],
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// What `seckill bench` can be told.
 #[derive(Debug, Clone)]
@@ -34,9 +83,11 @@ pub struct BenchOptions {
     pub orders: usize,
     /// Rounds per flow (interleaved); the median round is reported.
     pub rounds: usize,
-    /// Flows to measure; the first is the floor the others are compared with.
-    pub flows: Vec<OrderFlow>,
-    /// An existing Redis to use.
+    /// Flows to measure, each once per round; the first is the floor the others are
+    /// compared with, and must be [`BenchFlow::NoLock`].
+    pub flows: Vec<BenchFlow>,
+    /// An existing Redis to use (the report's Redis columns then count every client of
+    /// it).
     pub redis: Option<String>,
     /// A PostgreSQL or MySQL/MariaDB server to run on, in a schema or database of the
     /// bench's own per round (default: a fresh SQLite file per round).
@@ -54,7 +105,7 @@ impl BenchOptions {
             buyers: 1000,
             orders: 5000,
             rounds: 3,
-            flows: vec![OrderFlow::NoLock, OrderFlow::Lock, OrderFlow::Lua],
+            flows: vec![BenchFlow::NoLock, BenchFlow::Lock, BenchFlow::Lua],
             redis: None,
             database: None,
             out: PathBuf::from("target/lab"),
@@ -66,7 +117,7 @@ impl BenchOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchRow {
     /// The flow.
-    pub flow: OrderFlow,
+    pub flow: BenchFlow,
     /// Orders created per second (median round).
     pub orders_per_s: f64,
     /// `orders_per_s` of this flow divided by the floor's, same run.
@@ -81,6 +132,12 @@ pub struct BenchRow {
     pub p50_ms: f64,
     /// 99th percentile latency of the median round, ms.
     pub p99_ms: f64,
+    /// Script calls (`EVALSHA`) Redis ran per order while the median round's buyers
+    /// bought (every script: the lock's, the buy limit's, the Lua flow's).
+    pub script_calls_per_order: f64,
+    /// Redis's CPU time (user + system) per order while the median round's buyers
+    /// bought, µs.
+    pub redis_cpu_us_per_order: f64,
 }
 
 /// The benchmark's result.
@@ -116,20 +173,22 @@ impl BenchReport {
         let _ = writeln!(t);
         let _ = writeln!(
             t,
-            "| flow | orders/s | vs no-lock floor | p50 ms | p99 ms | errors | rounds (orders/s) |"
+            "| flow | orders/s | vs no-lock floor | p50 ms | p99 ms | errors | Redis scripts / order | Redis CPU µs / order | rounds (orders/s) |"
         );
-        let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
         for r in &self.rows {
             let rounds: Vec<String> = r.rounds.iter().map(|x| format!("{x:.0}")).collect();
             let _ = writeln!(
                 t,
-                "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {} | {} |",
+                "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {} | {:.2} | {:.0} | {} |",
                 r.flow.name(),
                 r.orders_per_s,
                 r.ratio_to_floor,
                 r.p50_ms,
                 r.p99_ms,
                 r.errors,
+                r.script_calls_per_order,
+                r.redis_cpu_us_per_order,
                 rounds.join(", ")
             );
         }
@@ -143,6 +202,48 @@ struct Round {
     errors: usize,
     p50_ms: f64,
     p99_ms: f64,
+    /// Redis's script calls and CPU µs per order while the buyers bought.
+    redis: (f64, f64),
+}
+
+/// What Redis's `INFO` counts: script calls run, CPU time used.
+#[derive(Debug, Clone, Copy, Default)]
+struct RedisUsage {
+    script_calls: u64,
+    cpu_s: f64,
+}
+
+impl RedisUsage {
+    /// The server's counts now.
+    async fn read(conn: &mut MultiplexedConnection) -> anyhow::Result<Self> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .arg("cpu")
+            .query_async(conn)
+            .await
+            .context("INFO on the bench's Redis")?;
+        let field = |prefix: &str| info.lines().find_map(|line| line.strip_prefix(prefix));
+        // `cmdstat_evalsha:calls=N,usec=...`; no line before the first script call.
+        let script_calls = field("cmdstat_evalsha:calls=")
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let cpu = |name: &str| field(name).and_then(|v| v.trim().parse::<f64>().ok());
+        let cpu_s = cpu("used_cpu_user:").unwrap_or(0.0) + cpu("used_cpu_sys:").unwrap_or(0.0);
+        Ok(Self {
+            script_calls,
+            cpu_s,
+        })
+    }
+
+    /// What was spent between `before` and `self`, per order: script calls, CPU µs.
+    fn per_order(self, before: Self, orders: i64) -> (f64, f64) {
+        let orders = orders.max(1) as f64;
+        (
+            self.script_calls.saturating_sub(before.script_calls) as f64 / orders,
+            (self.cpu_s - before.cpu_s).max(0.0) * 1e6 / orders,
+        )
+    }
 }
 
 impl BenchOptions {
@@ -159,7 +260,17 @@ impl BenchOptions {
     ///
     /// The first setting that cannot work, named by its flag.
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.flows.is_empty(), "no flow to measure");
+        anyhow::ensure!(
+            self.flows.first() == Some(&BenchFlow::NoLock),
+            "invalid value for --flows: the first flow is the floor the others are compared with, no-lock"
+        );
+        for (i, flow) in self.flows.iter().enumerate() {
+            anyhow::ensure!(
+                !self.flows[..i].contains(flow),
+                "invalid value for --flows: {} is given twice",
+                flow.name()
+            );
+        }
         for (flag, value) in [
             ("--instances", self.instances),
             ("--buyers", self.buyers),
@@ -189,6 +300,10 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
     };
     let admin_token = new_admin_token();
     let http = http_client(options.buyers, Some(&admin_token))?;
+    let mut redis = redis::Client::open(redis_url.as_str())?
+        .get_multiplexed_async_connection()
+        .await
+        .context("cannot connect to the bench's Redis")?;
     let mut results: Vec<Vec<Round>> = options.flows.iter().map(|_| Vec::new()).collect();
     let mut backend = "sqlite";
     for round in 0..options.rounds.max(1) {
@@ -206,16 +321,17 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
                 redis: redis_url.clone(),
                 database: scratch.url().to_owned(),
                 redlock: Vec::new(),
-                order_flow: flow,
+                order_flow: flow.order_flow(),
                 watchdog_lease: Duration::from_secs(30),
                 lab: LabConfig::default(),
                 log_dir: Some(options.out.join("logs")),
-                extra_args: Vec::new(),
+                extra_args: flow.serve_args(),
                 admin_token: Some(admin_token.clone()),
             };
             let result = match Cluster::start(options.instances, &args).await {
                 Ok(cluster) => {
-                    let result = bench_round(&http, &cluster, &db, options, round).await;
+                    let result =
+                        bench_round(&http, &mut redis, &cluster, &db, options, round).await;
                     cluster.stop().await.and(result)
                 }
                 Err(e) => Err(e),
@@ -240,6 +356,7 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
         let all: Vec<f64> = rounds.iter().map(|r| r.orders_per_s).collect();
         let median = &rounds[rounds.len() / 2];
         let floor_value = *floor.get_or_insert(median.orders_per_s);
+        let (script_calls_per_order, redis_cpu_us_per_order) = median.redis;
         rows.push(BenchRow {
             flow,
             orders_per_s: median.orders_per_s,
@@ -249,6 +366,8 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
             errors: median.errors,
             p50_ms: median.p50_ms,
             p99_ms: median.p99_ms,
+            script_calls_per_order,
+            redis_cpu_us_per_order,
         });
     }
     let report = BenchReport {
@@ -268,6 +387,7 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
 
 async fn bench_round(
     http: &reqwest::Client,
+    redis: &mut MultiplexedConnection,
     cluster: &Cluster,
     db: &Db,
     options: &BenchOptions,
@@ -286,7 +406,9 @@ async fn bench_round(
         Arc::clone(&nothing),
     )
     .await?;
+    let before = RedisUsage::read(redis).await?;
     let load = buy(http, &urls, options.buyers, voucher_id, tokens, 1, nothing).await;
+    let spent = RedisUsage::read(redis).await?;
     let orders = db.orders(voucher_id).await?.len() as i64;
     Ok(Round {
         orders_per_s: orders as f64 / load.elapsed.as_secs_f64().max(1e-9),
@@ -294,5 +416,6 @@ async fn bench_round(
         errors: load.errors(),
         p50_ms: load.latency_ms(0.5),
         p99_ms: load.latency_ms(0.99),
+        redis: spent.per_order(before, orders),
     })
 }

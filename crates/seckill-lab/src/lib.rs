@@ -32,7 +32,7 @@ mod shop;
 mod stores;
 mod topology;
 
-pub use bench::{BenchOptions, BenchReport, BenchRow, bench};
+pub use bench::{BenchFlow, BenchOptions, BenchReport, BenchRow, bench};
 pub use cluster::{Cluster, InstanceArgs, STOP_DEADLINE, new_admin_token};
 pub use expect::{Verdict, expected, verdict, verdict_of};
 pub use in_process::{DirectLoad, DirectVariant, LabVariant, Place, Store, run_direct};

@@ -35,4 +35,7 @@ fn the_bench_refuses_bad_arguments_with_exit_2() {
     refused(bench, &["--buyers", "0"], "--buyers");
     refused(bench, &["--instances", "x"], "--instances");
     refused(bench, &["--database", "sqlite://x.db"], "--database");
+    refused(bench, &["--flows", "lock,no-lock"], "--flows");
+    refused(bench, &["--flows", "no-lock,lock,lock"], "--flows");
+    refused(bench, &["--flows", "no-lock,lock-fast"], "--flows");
 }

@@ -126,6 +126,10 @@ pub struct ServeConfig {
     pub token_ttl: Duration,
     /// The watchdog lease of ferrisson locks.
     pub watchdog_lease: Duration,
+    /// Whether the service's Redis clients send the lock calls that meet one in flight
+    /// together, as one batched call (`--coalesce-calls`; see
+    /// [`ClientBuilder::coalesce_calls`](ferrisson::redis::ClientBuilder::coalesce_calls)).
+    pub coalesce_calls: bool,
     /// How many buy attempts (`POST /vouchers/{id}/seckill`) one user may make per
     /// second, across every instance sharing the Redis, in bursts of as many; 0: no
     /// limit.
@@ -351,6 +355,7 @@ impl ServeConfig {
             lock_url: None,
             token_ttl: Duration::from_secs(30 * 60),
             watchdog_lease: Duration::from_secs(30),
+            coalesce_calls: false,
             buy_rate: DEFAULT_BUY_RATE,
             read_timeout: DEFAULT_READ_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ferrisson::redis::{Client, Commands, IdGenerator, Rate, RateDecision, TlsConfig};
+use ferrisson::redis::{
+    Client, ClientBuilder, Commands, IdGenerator, Rate, RateDecision, TlsConfig,
+};
 
 use crate::db::Db;
 use crate::error::ApiError;
@@ -83,20 +85,27 @@ impl TlsPems {
     }
 }
 
-/// A ferrisson client for `url` with the service's timeouts and TLS settings.
+/// The settings of a ferrisson client for `url`: the service's timeouts, watchdog
+/// lease, coalescing and TLS settings.
+fn ferrisson_builder(url: &str, config: &ServeConfig, tls: &TlsPems) -> ClientBuilder {
+    let builder = Client::builder(url)
+        .connect_timeout(config.redis_timeout)
+        .response_timeout(config.redis_timeout)
+        .watchdog_lease(config.watchdog_lease)
+        .coalesce_calls(config.coalesce_calls);
+    match tls.for_ferrisson(url) {
+        Some(tls) => builder.tls(tls),
+        None => builder,
+    }
+}
+
+/// A ferrisson client for `url` with the service's settings ([`ferrisson_builder`]).
 async fn ferrisson_client(
     url: &str,
     config: &ServeConfig,
     tls: &TlsPems,
 ) -> ferrisson::redis::Result<Client> {
-    let mut builder = Client::builder(url)
-        .connect_timeout(config.redis_timeout)
-        .response_timeout(config.redis_timeout)
-        .watchdog_lease(config.watchdog_lease);
-    if let Some(tls) = tls.for_ferrisson(url) {
-        builder = builder.tls(tls);
-    }
-    builder.connect().await
+    ferrisson_builder(url, config, tls).connect().await
 }
 
 impl AppState {
@@ -114,11 +123,16 @@ impl AppState {
         let redis = locks.commands();
         let order_locks = match &config.lock_url {
             None => ferrisson::Client::from(locks.clone()),
-            Some(url) => ferrisson::Client::builder(url)
-                .watchdog_lease(config.watchdog_lease)
-                .connect()
-                .await
-                .map_err(|e| anyhow::anyhow!("--lock-url: {e}"))?,
+            Some(url) => {
+                let coalesce = config.coalesce_calls;
+                ferrisson::Client::builder(url)
+                    .watchdog_lease(config.watchdog_lease)
+                    // Taken only when the URL is a Redis one.
+                    .redis(move |redis| redis.coalesce_calls(coalesce))
+                    .connect()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("--lock-url: {e}"))?
+            }
         };
         // The service owns its order locks' table, as it owns its database's schema.
         if let Some(sql) = order_locks.as_sql() {
@@ -204,4 +218,25 @@ fn redis_timed_out(timeout: Duration) -> ApiError {
         "redis: no reply within the service's redis timeout ({})",
         humantime::format_duration(timeout)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--coalesce-calls` reaches the builder of every client the service makes on
+    /// Redis; without it, the library's default (off) stays.
+    #[test]
+    fn coalescing_reaches_the_client_builder() {
+        let mut config = ServeConfig::for_urls("redis://127.0.0.1:6379", "sqlite::memory:");
+        let tls = TlsPems::default();
+        // The builder has no getter: its Debug output is what shows its settings.
+        let shown =
+            |config: &ServeConfig| format!("{:?}", ferrisson_builder(&config.redis, config, &tls));
+        let off = shown(&config);
+        assert!(off.contains("coalesce_calls: false"), "{off}");
+        config.coalesce_calls = true;
+        let on = shown(&config);
+        assert!(on.contains("coalesce_calls: true"), "{on}");
+    }
 }

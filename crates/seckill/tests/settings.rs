@@ -113,6 +113,7 @@ async fn settings_that_cannot_work_are_refused() {
         (vec!["--lab-redlock-ttl", "100y"], "--lab-redlock-ttl"),
         (vec!["--read-timeout", "0s"], "--read-timeout"),
         (vec!["--shutdown-timeout", "2days"], "--shutdown-timeout"),
+        (vec!["--coalesce-calls=yes"], "--coalesce-calls"),
         (vec!["--admin-token", "short-secret"], "--admin-token"),
         (
             vec!["--admin-token", "a secret with spaces in it"],

@@ -15,7 +15,7 @@ use seckill::OrderFlow;
 async fn voucher_rules_on_every_backend() {
     for db in databases("voucher_rules_on_every_backend").await {
         eprintln!("voucher rules on {} (lock flow)", db.backend);
-        voucher_rules(&db.url, OrderFlow::Lock).await;
+        voucher_rules(&db.url, OrderFlow::Lock, &[]).await;
         db.cleanup().await;
     }
 }
@@ -24,13 +24,23 @@ async fn voucher_rules_on_every_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn voucher_rules_lua_flow() {
     let db = common::TestDb::sqlite();
-    voucher_rules(&db.url, OrderFlow::Lua).await;
+    voucher_rules(&db.url, OrderFlow::Lua, &[]).await;
+}
+
+/// The same rules through the lock flow with `--coalesce-calls`: the lock calls that
+/// concurrent buyers make at once go to Redis in batches, and every rule still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voucher_rules_with_coalesced_lock_calls() {
+    let db = common::TestDb::sqlite();
+    voucher_rules(&db.url, OrderFlow::Lock, &["--coalesce-calls"]).await;
 }
 
 #[allow(clippy::too_many_lines)] // one scenario, step by step
-async fn voucher_rules(database: &str, flow: OrderFlow) {
+async fn voucher_rules(database: &str, flow: OrderFlow, extra_args: &[&str]) {
     let redis = RedisServer::start().expect("redis-server");
-    let cluster = cluster(2, &instance_args(&redis, database, flow)).await;
+    let mut args = instance_args(&redis, database, flow);
+    args.extra_args = extra_args.iter().map(|&arg| arg.to_owned()).collect();
+    let cluster = cluster(2, &args).await;
     let (a, b) = (&cluster.urls()[0], &cluster.urls()[1]);
     let http = http();
 

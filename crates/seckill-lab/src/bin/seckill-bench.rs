@@ -1,10 +1,11 @@
-//! `seckill-bench`: orders per second of the voucher flows (no-lock floor, lock, lua).
+//! `seckill-bench`: orders per second of the voucher flows (no-lock floor, lock, lua,
+//! and the lock flow with its lock calls coalesced).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser};
-use seckill_lab::BenchOptions;
+use seckill_lab::{BenchFlow, BenchOptions};
 
 /// Measures orders per second of the flash-sale order flows: two `seckill serve`
 /// processes, 1,000 concurrent buyers, the no-lock flow as the floor next to the lock
@@ -24,7 +25,19 @@ struct Cli {
     /// Rounds per flow; the median is reported.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Use this Redis instead of starting one.
+    /// The flows to measure, comma-separated, each once per round in this order; the
+    /// first must be no-lock, the floor the others are compared with. lock-coalesced is
+    /// the lock flow with `seckill serve --coalesce-calls`.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "FLOW,...",
+        default_values_t = [BenchFlow::NoLock, BenchFlow::Lock, BenchFlow::Lua]
+    )]
+    flows: Vec<BenchFlow>,
+    /// Use this Redis instead of starting one (the report's Redis columns then count
+    /// what every client of it did during the buys).
     #[arg(long = "url", visible_alias = "redis", value_name = "URL")]
     redis: Option<String>,
     /// A PostgreSQL or MySQL/MariaDB server to run on instead of a SQLite file: each
@@ -76,6 +89,7 @@ fn options(cli: Cli) -> BenchOptions {
         buyers: cli.buyers,
         orders: cli.orders,
         rounds: cli.rounds,
+        flows: cli.flows,
         redis: cli.redis,
         database: cli.database,
         out: cli.out.unwrap_or_else(seckill_lab::default_out),
