@@ -432,13 +432,12 @@ impl ClientBuilder {
     /// is all a token promises.
     ///
     /// Measured (BENCHMARKS.md, 64 tasks on one server, client and Redis on one
-    /// 2-core machine): for `Lock` and `SimpleLock` it cuts the client's CPU per
-    /// lock+unlock by about 30 % and Redis's by 5 to 8 %, with the same pairs per
-    /// second; for `Semaphore` and `ExpirableSemaphore`, whose scripts are short, it
-    /// costs a tenth to a fifth of their throughput (one call in flight per script
-    /// limits pipelining more than the batch saves). Hence off by default: turn it on
-    /// for a client whose many tasks take locks at once, where the client's or Redis's
-    /// CPU is what runs out.
+    /// 2-core machine): `Lock` and `SimpleLock` run 20 to 40 % more lock+unlock pairs
+    /// per second on distinct names, with about half the client's CPU and a fifth less
+    /// of Redis's per pair; `Semaphore` and `ExpirableSemaphore` with permits to spare
+    /// 10 to 25 % more. Where many tasks wait on few permits it costs 10 to 25 % (a
+    /// refused acquire's retry waits behind the batch in flight). Hence off by default:
+    /// turn it on for a client whose many tasks take locks at once.
     ///
     /// ```no_run
     /// # async fn demo() -> ferrisson_redis::Result<()> {
