@@ -716,11 +716,11 @@ mod tests {
             if let Some(shared) = script.source.find("local function ") {
                 assert!(shared < one, "{}", batch.source);
             }
-            // The call's own text reads KEYS and ARGV only at its offsets.
+            // The call's own text (`one`, before the batch loop) reads KEYS and ARGV only
+            // at its offsets.
             let own = &batch.source[one..];
+            let body = &own[..own.find("local calls = ").unwrap_or(own.len())];
             for (name, offset) in [("KEYS", "KEYS[key_base + "), ("ARGV", "ARGV[arg_base + ")] {
-                let loop_start = own.find("local calls = ").unwrap_or(own.len());
-                let body = &own[..loop_start];
                 assert_eq!(
                     body.matches(name).count(),
                     body.matches(offset).count(),
