@@ -72,7 +72,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// shebang): the first rung's plus a fencing token from the floor key `KEYS[2]`. On a
 /// free key it runs the commands `simple_acquire.lua` runs for a first attempt.
 const FENCED_SET: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, (fencing_token(KEYS[2]))}
+  return {1, fencing_token(KEYS[2])}
 end
 return {0, redis.call('PTTL', KEYS[1])}
 ";
@@ -134,8 +134,8 @@ fn main() -> anyhow::Result<()> {
 /// `lock_acquire.lua` alone (a re-entrant hold hash `{owner: count, fence: token}` with a
 /// lease), no re-entry branches, no waiter registration.
 const HASH_ACQUIRE: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then
-  local token, text = fencing_token(KEYS[2])
-  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
+  local token = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 1}
 end

@@ -12,11 +12,11 @@
 --          id already: an earlier call of this attempt was elected and its reply lost, so
 --          the call is safe to send again); {0, leader's remaining ttl in ms} not elected.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local term, text = fencing_token(KEYS[2])
+  local term = fencing_token(KEYS[2])
   local now = redis.call('TIME')
   local since = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   redis.call('XADD', KEYS[3], 'MAXLEN', '64', '*',
-    'owner', ARGV[1], 'id', ARGV[3], 'term', text, 'since', since)
+    'owner', ARGV[1], 'id', ARGV[3], 'term', term, 'since', since)
   redis.call('SPUBLISH', KEYS[4], 'all')
   return {1, term, since}
 end

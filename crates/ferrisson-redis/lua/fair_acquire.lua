@@ -41,8 +41,8 @@ local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if free and (head == nil or head == owner) then
   redis.call('ZREM', KEYS[3], owner)
   redis.call('ZREM', KEYS[4], owner)
-  local token, text = fencing_token(KEYS[2])
-  redis.call('HSET', KEYS[1], owner, 1, 'fence', text)
+  local token = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], owner, 1, 'fence', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, token, 1}
 end

@@ -24,10 +24,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[3] == 'reenter' then
     return {2}
   end
-  local token, text = fencing_token(KEYS[2])
-  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', text)
+  local token = fencing_token(KEYS[2])
+  redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  granted_to_client(KEYS[3], ARGV[4], ARGV[5], tonumber(ARGV[2]))
+  granted_to_client(KEYS[3], ARGV[4], ARGV[5], ARGV[2])
   return {1, token, 1}
 end
 local held = redis.call('HGET', KEYS[1], ARGV[1])

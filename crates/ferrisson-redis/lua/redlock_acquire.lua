@@ -12,6 +12,6 @@
 --          again; {0, holder's remaining ttl in ms (-1: no expiry)} held.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
     or redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, (fencing_token(KEYS[2]))}
+  return {1, fencing_token(KEYS[2])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

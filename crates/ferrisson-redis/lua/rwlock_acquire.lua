@@ -133,8 +133,8 @@ else
   end
   if not mode then
     redis.call('HDEL', key, 'i:' .. owner)
-    local token, text = fencing_token(KEYS[2])
-    redis.call('HSET', key, 'mode', 'write', 'writer', owner, 'fence', text)
+    local token = fencing_token(KEYS[2])
+    redis.call('HSET', key, 'mode', 'write', 'writer', owner, 'fence', token)
     return {1, token, grant('w')}
   end
   if ARGV[4] ~= 'try' then

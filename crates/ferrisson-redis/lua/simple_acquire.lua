@@ -20,8 +20,8 @@
 --          client is registered once, at the time of the last call).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
     or redis.call('GET', KEYS[1]) == ARGV[1] then
-  granted_to_client(KEYS[3], ARGV[3], ARGV[4], tonumber(ARGV[2]))
-  return {1, (fencing_token(KEYS[2]))}
+  granted_to_client(KEYS[3], ARGV[3], ARGV[4], ARGV[2])
+  return {1, fencing_token(KEYS[2])}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] ~= '' then

@@ -305,6 +305,29 @@ async fn semaphore_calls_batch_and_grant_no_more_than_there_are() -> anyhow::Res
     Ok(())
 }
 
+/// Calls of one script with different numbers of arguments share a batch, each read at
+/// its own offsets: an expirable semaphore's acquire carries one argument per permit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_different_shapes_share_a_batch() -> anyhow::Result<()> {
+    let server = RedisServer::start()?;
+    let (proxy, client) = client(&server, true).await?;
+    let mut conn = raw(&server).await?;
+    let expirable = client.expirable_semaphore("mixed")?;
+    expirable.try_set_permits(10).await?;
+    let start = evalsha(&mut conn).await?;
+    // The first goes alone; the other four, wanting 2, 3, 4 and 1 permits, as one batch,
+    // in which the last finds none left.
+    let wanted = [1, 2, 3, 4, 1];
+    let acquires = started(&proxy, wanted.map(|n| expirable.try_acquire_many(n))).await;
+    // The permits are held until the end: a dropped permit is released.
+    let granted = acquires.await.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let counts: Vec<_> = granted.iter().map(|p| p.as_ref().map(Vec::len)).collect();
+    assert_eq!(counts, [Some(1), Some(2), Some(3), Some(4), None]);
+    assert_eq!(evalsha(&mut conn).await? - start, 2);
+    assert_eq!(expirable.available_permits().await?, 0);
+    Ok(())
+}
+
 /// A call whose caller stops waiting while it is queued is never sent: its lock's keys
 /// (the hold, and the fencing floor a grant raises) never appear.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,12 +144,14 @@ async fn a_server_error_is_shown_with_its_text() -> anyhow::Result<()> {
         .try_acquire()
         .await
         .expect_err("the key holds a string");
-    // As the server wrote it, the way redis-cli shows it.
+    // As the server wrote it, the way redis-cli shows it: its reason, and where in the
+    // script it arose.
     let message = error.to_string();
     assert!(
-        message.starts_with("redis command failed: ERR user_script:"),
+        message.starts_with("redis command failed: ERR value is not an integer"),
         "{message}"
     );
+    assert!(message.contains("user_script:"), "{message}");
     Ok(())
 }
 

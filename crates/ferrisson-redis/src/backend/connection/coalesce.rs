@@ -337,11 +337,16 @@ impl Connection {
     }
 }
 
-/// `EVALSHA` of `batch` over `members`: every member's keys, then the member count, each
-/// member's key and argument counts, and every member's arguments (see the batch loop in
+/// `EVALSHA` of `batch` over `members`: every member's keys, then the member count, the
+/// key and argument counts every member shares (or two empty strings and each member's
+/// own counts, when they differ), and every member's arguments (see the batch loop in
 /// `scripts`).
 fn batch_command(batch: &LuaScript, members: &[Member]) -> redis::Cmd {
-    let keys: usize = members.iter().map(|m| m.call.keys_and_args().0).sum();
+    let shape = |member: &Member| {
+        let keys = member.call.keys_and_args().0;
+        (keys, member.call.parts() - keys)
+    };
+    let keys: usize = members.iter().map(|m| shape(m).0).sum();
     let mut cmd = batch.evalsha_cmd(keys);
     for member in members {
         let (keys, parts) = member.call.keys_and_args();
@@ -350,9 +355,15 @@ fn batch_command(batch: &LuaScript, members: &[Member]) -> redis::Cmd {
         }
     }
     cmd.arg(members.len());
-    for member in members {
-        let keys = member.call.keys_and_args().0;
-        cmd.arg(keys).arg(member.call.parts() - keys);
+    let first = members.first().map(shape);
+    if let Some((keys, args)) = first.filter(|&first| members.iter().all(|m| shape(m) == first)) {
+        cmd.arg(keys).arg(args);
+    } else {
+        cmd.arg("").arg("");
+        for member in members {
+            let (keys, args) = shape(member);
+            cmd.arg(keys).arg(args);
+        }
     }
     for member in members {
         let (keys, parts) = member.call.keys_and_args();
