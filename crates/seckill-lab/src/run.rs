@@ -345,11 +345,7 @@ async fn run_variant(
         .json(&serde_json::json!({ "stock": options.stock }))
         .send()
         .await?;
-    anyhow::ensure!(
-        reset.status().is_success(),
-        "POST /lab/stock failed: {}",
-        reset.status()
-    );
+    successful(reset, "POST /lab/stock").await?;
     let make: MakeRequest = {
         let urls = Arc::clone(&urls);
         Arc::new(move |http, i| {
@@ -369,14 +365,13 @@ async fn run_variant(
         Arc::new(move || progress.inc(1)),
     )
     .await;
-    let state: LabState = http
-        .get(format!("{}/lab/stock", urls[0]))
-        .send()
-        .await?
-        .error_for_status()
-        .context("GET /lab/stock")?
-        .json()
-        .await?;
+    let state: LabState = successful(
+        http.get(format!("{}/lab/stock", urls[0])).send().await?,
+        "GET /lab/stock",
+    )
+    .await?
+    .json()
+    .await?;
     // A fault is injected when its holder comes while stock is left.
     let faults = options.lab.fault_at != 0 && options.lab.fault_at <= options.stock as u64;
     let expected = expected(variant, options.instances, faults);
@@ -387,6 +382,19 @@ async fn run_variant(
         &load,
         &state,
     ))
+}
+
+/// `response` when its status is a success; otherwise an error naming `what`, the status
+/// and what the service said (its error's code and message: which store failed and how),
+/// escaped and cut to one short line.
+async fn successful(response: reqwest::Response, what: &str) -> anyhow::Result<reqwest::Response> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response.text().await.unwrap_or_default();
+    let said: String = format!("{:?}", body.trim()).chars().take(300).collect();
+    anyhow::bail!("{what} failed: {status}: {said}")
 }
 
 /// Counts of reply codes (`created` for an order, else the error code).
@@ -462,4 +470,48 @@ async fn run_vouchers(
         p50_ms: load.latency_ms(0.5),
         p99_ms: load.latency_ms(0.99),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::successful;
+
+    fn response(status: u16, body: impl Into<String>) -> reqwest::Response {
+        let response = http::Response::builder()
+            .status(status)
+            .body(body.into())
+            .expect("a response");
+        reqwest::Response::from(response)
+    }
+
+    #[tokio::test]
+    async fn a_refused_call_says_what_the_service_said_on_one_line() {
+        let body =
+            "{\"code\":\"UNAVAILABLE\",\"message\":\"redis: CLUSTERDOWN\nThe cluster is down\"}";
+        let error = successful(response(503, body), "POST /lab/stock")
+            .await
+            .expect_err("503 is no success")
+            .to_string();
+        assert!(
+            error.starts_with("POST /lab/stock failed: 503 Service Unavailable: "),
+            "{error}"
+        );
+        assert!(error.contains("CLUSTERDOWN"), "{error}");
+        assert!(!error.contains('\n'), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_long_answer_is_cut() {
+        let error = successful(response(500, "x".repeat(10_000)), "GET /lab/stock")
+            .await
+            .expect_err("500 is no success")
+            .to_string();
+        assert!(error.len() < 400, "{} bytes", error.len());
+    }
+
+    #[tokio::test]
+    async fn a_success_is_handed_back() {
+        let ok = successful(response(200, "{}"), "GET /lab/stock").await;
+        assert_eq!(ok.map(|r| r.status().as_u16()).ok(), Some(200));
+    }
 }
