@@ -16,11 +16,12 @@
 -- long as the new server's clock is not behind the old one.
 --
 -- The usual path works on text alone: converting numbers to and from text (`tonumber`,
--- `string.format`) cost Redis more than the call that writes the floor. Every token is
--- written without leading zeros, so of two tokens the longer text is the greater, and of
--- two of one length the one that sorts later (the clock has 16 digits until 2286). Only
--- when the floor is not behind the clock is a number made, one above the floor: Lua
--- numbers are doubles, exact up to 2^53, and microseconds since 1970 are about 1.7e15.
+-- `string.format`) cost Redis about as much as the call that writes the floor. Every
+-- token is written without leading zeros, so of two tokens the longer text is the
+-- greater, and of two of one length the one that sorts later (the clock has 16 digits
+-- until 2286). Only when the floor is not behind the clock is a number made, one above
+-- the floor: Lua numbers are doubles, exact up to 2^53, and microseconds since 1970 are
+-- about 1.7e15.
 --
 -- In the batch form of a script (several acquires in one call, see
 -- `backend/scripts/mod.rs`) the clock is read once for all of them, into `batch_clock`,

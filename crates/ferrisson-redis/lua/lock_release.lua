@@ -20,7 +20,7 @@ if not found[1] then
   end
   return -1
 end
--- The usual last hold reads '1', compared as text: reading it as a number costs more.
+-- The usual last hold reads '1', compared as text, without `tonumber`'s two parses.
 if found[1] ~= '1' then
   local count = tonumber(found[1]) - 1
   if count > 0 then

@@ -476,11 +476,11 @@ async fn run_vouchers(
 mod tests {
     use super::successful;
 
-    fn response(status: u16, body: impl Into<String>) -> reqwest::Response {
-        let response = http::Response::builder()
-            .status(status)
-            .body(body.into())
-            .expect("a response");
+    use http::StatusCode;
+
+    fn response(status: StatusCode, body: impl Into<String>) -> reqwest::Response {
+        let mut response = http::Response::new(body.into());
+        *response.status_mut() = status;
         reqwest::Response::from(response)
     }
 
@@ -488,10 +488,13 @@ mod tests {
     async fn a_refused_call_says_what_the_service_said_on_one_line() {
         let body =
             "{\"code\":\"UNAVAILABLE\",\"message\":\"redis: CLUSTERDOWN\nThe cluster is down\"}";
-        let error = successful(response(503, body), "POST /lab/stock")
-            .await
-            .expect_err("503 is no success")
-            .to_string();
+        let error = successful(
+            response(StatusCode::SERVICE_UNAVAILABLE, body),
+            "POST /lab/stock",
+        )
+        .await
+        .expect_err("503 is no success")
+        .to_string();
         assert!(
             error.starts_with("POST /lab/stock failed: 503 Service Unavailable: "),
             "{error}"
@@ -502,16 +505,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_answer_is_cut() {
-        let error = successful(response(500, "x".repeat(10_000)), "GET /lab/stock")
-            .await
-            .expect_err("500 is no success")
-            .to_string();
+        let error = successful(
+            response(StatusCode::INTERNAL_SERVER_ERROR, "x".repeat(10_000)),
+            "GET /lab/stock",
+        )
+        .await
+        .expect_err("500 is no success")
+        .to_string();
         assert!(error.len() < 400, "{} bytes", error.len());
     }
 
     #[tokio::test]
     async fn a_success_is_handed_back() {
-        let ok = successful(response(200, "{}"), "GET /lab/stock").await;
+        let ok = successful(response(StatusCode::OK, "{}"), "GET /lab/stock").await;
         assert_eq!(ok.map(|r| r.status().as_u16()).ok(), Some(200));
     }
 }

@@ -342,11 +342,15 @@ impl Connection {
 /// own counts, when they differ), and every member's arguments (see the batch loop in
 /// `scripts`).
 fn batch_command(batch: &LuaScript, members: &[Member]) -> redis::Cmd {
-    let shape = |member: &Member| {
-        let keys = member.call.keys_and_args().0;
-        (keys, member.call.parts() - keys)
-    };
-    let keys: usize = members.iter().map(|m| shape(m).0).sum();
+    // Each member's (keys, arguments), counted once: `parts` walks the member's command.
+    let shapes: Vec<(usize, usize)> = members
+        .iter()
+        .map(|member| {
+            let keys = member.call.keys_and_args().0;
+            (keys, member.call.parts() - keys)
+        })
+        .collect();
+    let keys: usize = shapes.iter().map(|&(keys, _)| keys).sum();
     let mut cmd = batch.evalsha_cmd(keys);
     for member in members {
         let (keys, parts) = member.call.keys_and_args();
@@ -355,14 +359,15 @@ fn batch_command(batch: &LuaScript, members: &[Member]) -> redis::Cmd {
         }
     }
     cmd.arg(members.len());
-    let first = members.first().map(shape);
-    if let Some((keys, args)) = first.filter(|&first| members.iter().all(|m| shape(m) == first)) {
-        cmd.arg(keys).arg(args);
-    } else {
-        cmd.arg("").arg("");
-        for member in members {
-            let (keys, args) = shape(member);
+    match shapes.first() {
+        Some(&(keys, args)) if shapes.iter().all(|&shape| shape == (keys, args)) => {
             cmd.arg(keys).arg(args);
+        }
+        _ => {
+            cmd.arg("").arg("");
+            for &(keys, args) in &shapes {
+                cmd.arg(keys).arg(args);
+            }
         }
     }
     for member in members {
