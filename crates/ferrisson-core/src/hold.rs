@@ -122,11 +122,13 @@ impl HoldState {
                 (earlier, true)
             }
         };
-        if notify {
-            self.changed.notify_waiters();
-        }
+        // The loss is counted before anyone waiting on `lost()` hears of it, so that what
+        // a woken task reads of the metrics includes it.
         if !held {
             self.meter.end(true);
+        }
+        if notify {
+            self.changed.notify_waiters();
         }
         held
     }
@@ -135,10 +137,11 @@ impl HoldState {
     /// Returns true when this call lost it (false when it was lost already).
     pub fn mark_lost(&self) -> bool {
         let changed = !std::mem::replace(&mut self.validity_mut().lost, true);
+        // Counted before the waiters wake, as in `extend`.
+        self.meter.end(true);
         if changed {
             self.changed.notify_waiters();
         }
-        self.meter.end(true);
         changed
     }
 
