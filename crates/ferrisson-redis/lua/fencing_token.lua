@@ -28,12 +28,12 @@
 -- before the first; alone it is nil and each call reads the clock. The floor still makes
 -- each token of a slot strictly greater than every earlier one.
 local batch_clock
-local function clock_text()
+local function read_clock()
   local time = redis.call('TIME')
   return time[1] .. string.sub('00000' .. time[2], -6)
 end
 local function fencing_token(floor)
-  local text = batch_clock or clock_text()
+  local text = batch_clock or read_clock()
   -- One call on the usual path: write the clock's value and read what it replaced. Only
   -- when the floor was not behind the clock is it written a second time, one above.
   local highest = redis.call('SET', floor, text, 'GET')

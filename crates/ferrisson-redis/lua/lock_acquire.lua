@@ -15,10 +15,14 @@
 -- ARGV[5]: '1' when other waiters of the caller's client still wait after a grant: the
 --          client stays registered (the release that woke it took its registration);
 --          otherwise a grant takes the caller's client off KEYS[3]
--- Returns: {1, fencing token, hold count} when acquired or re-entered;
---          {0, holder's remaining ttl in ms (-1: no expiry)} when another owner holds it;
---          {2} in 'reenter' mode when this owner no longer holds it.
--- The free-lock path comes first and costs six calls: it is the one that must be fast.
+-- Returns: the fencing token (a text) when a new hold starts (its count is 1);
+--          {1, fencing token, hold count} when this owner holds it already;
+--          the holder's remaining ttl in ms (an integer; -1: no expiry) when another owner
+--          holds it; {2} in 'reenter' mode when this owner no longer holds it.
+--          The two usual replies are single values: a table made and written as an array
+--          costs Redis about 0.6 µs, near a tenth of a coalesced pair.
+-- The free-lock path comes first and costs five calls (four in a batch, which reads the
+-- clock once): it is the one that must be fast.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[3] == 'reenter' then
@@ -27,8 +31,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local token = fencing_token(KEYS[2])
   redis.call('HSET', KEYS[1], ARGV[1], 1, 'fence', token)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  granted_to_client(KEYS[3], ARGV[4], ARGV[5], ARGV[2])
-  return {1, token, 1}
+  if ARGV[4] ~= '' then
+    granted_to_client(KEYS[3], ARGV[4], ARGV[5], ARGV[2])
+  end
+  return token
 end
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then
@@ -47,4 +53,4 @@ local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[4] ~= '' then
   register_client(KEYS[3], ARGV[4], pttl)
 end
-return {0, pttl}
+return pttl

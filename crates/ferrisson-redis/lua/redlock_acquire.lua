@@ -6,12 +6,13 @@
 --          fencing_token.lua)
 -- ARGV[1]: owner id, made for this one attempt
 -- ARGV[2]: time to live in milliseconds
--- Returns: {1, this server's fencing token} acquired, also when the key holds this owner
---          id already: an earlier call of this attempt was granted and its reply lost
---          (its token was never seen; a new one is as good), so the call is safe to send
---          again; {0, holder's remaining ttl in ms (-1: no expiry)} held.
+-- Returns: this server's fencing token (a text) acquired, also when the key holds this
+--          owner id already: an earlier call of this attempt was granted and its reply
+--          lost (its token was never seen; a new one is as good), so the call is safe to
+--          send again; the holder's remaining ttl in ms (an integer; -1: no expiry) held.
+--          The replies of simple_acquire.lua, read by the same code.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
     or redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, fencing_token(KEYS[2])}
+  return fencing_token(KEYS[2])
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return redis.call('PTTL', KEYS[1])

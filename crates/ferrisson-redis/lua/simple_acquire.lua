@@ -11,20 +11,24 @@
 -- ARGV[4]: '1' when other waiters of the caller's client still wait after a grant: the
 --          client stays registered (the release that woke it took its registration);
 --          otherwise a grant takes the caller's client off KEYS[3]
--- Returns: {1, fencing token} acquired, also when the key holds this owner id already:
+-- Returns: the fencing token (a text) acquired, also when the key holds this owner id already:
 --          an earlier call of this attempt was granted and its reply lost. That call's
 --          token was never seen, and a new one is above every earlier holder's just as
 --          well, so the call is safe to send again (the client's registration ends as
 --          after one call);
---          {0, holder's remaining ttl in ms (-1: no expiry)} held (sent again, the
---          client is registered once, at the time of the last call).
+--          the holder's remaining ttl in ms (an integer; -1: no expiry) held (sent again,
+--          the client is registered once, at the time of the last call).
+-- Single values, not tables: a table made and written as an array costs Redis about
+-- 0.6 µs, near a tenth of a coalesced pair.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
     or redis.call('GET', KEYS[1]) == ARGV[1] then
-  granted_to_client(KEYS[3], ARGV[3], ARGV[4], ARGV[2])
-  return {1, fencing_token(KEYS[2])}
+  if ARGV[3] ~= '' then
+    granted_to_client(KEYS[3], ARGV[3], ARGV[4], ARGV[2])
+  end
+  return fencing_token(KEYS[2])
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] ~= '' then
   register_client(KEYS[3], ARGV[3], pttl)
 end
-return {0, pttl}
+return pttl

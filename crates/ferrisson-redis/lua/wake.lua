@@ -14,17 +14,14 @@ local function register_client(waiters, client, pttl)
   redis.call('PEXPIRE', waiters, math.max(pttl, 0) + 60000)
 end
 
--- After a grant to a waiter of `client` ('' for a caller that registers nothing): with
--- `others` '1' other local waiters of that client still wait, so it stays registered (the
--- release that woke it took its registration) for the new holder's `lease` ms at least
--- (given as its argument's text: a first attempt, which registers nothing, does not pay
--- for reading it as a number); otherwise it is taken off: woken by its lease running out
--- or a lost connection rather than by a release, it may still be registered, and a
--- release must not wake it for nothing.
+-- After a grant to a waiter of `client` (the acquire scripts call it only for a caller
+-- that registers, whose client id is not '': a first attempt does not pay for the call):
+-- with `others` '1' other local waiters of that client still wait, so it stays registered
+-- (the release that woke it took its registration) for the new holder's `lease` ms at
+-- least (given as its argument's text); otherwise it is taken off: woken by its lease
+-- running out or a lost connection rather than by a release, it may still be registered,
+-- and a release must not wake it for nothing.
 local function granted_to_client(waiters, client, others, lease)
-  if client == '' then
-    return
-  end
   if others == '1' then
     register_client(waiters, client, tonumber(lease))
   else

@@ -1,23 +1,21 @@
-#!lua
 -- Takes permits of an expirable semaphore, each under its own fresh id, all or none,
--- after returning every permit whose lease ran out (server time, so client clock skew
--- cannot shorten a lease).
--- No allow-oom: with memory full, Redis refuses this script before it runs (without a
--- shebang it would be refused only at its first denyoom command, if no write came first).
+-- after returning every permit whose lease ran out.
+-- Runs after creates_keys.lua (the shebang, no allow-oom) and server_clock.lua.
 -- KEYS[1]: the semaphore's free-permit counter
 -- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
 -- KEYS[3]: the semaphore's release channel
 -- ARGV[1]: lease in milliseconds
 -- ARGV[2..n+1]: the new permits' ids (n >= 1)
--- Returns: {1} acquired;
+-- Returns: 1 acquired;
 --          {0, ms until the earliest held permit expires (-1: none is held)} too few free;
---          {-1} the semaphore does not exist (never initialised, or deleted).
+--          -1 the semaphore does not exist (never initialised, or deleted).
+--          A grant is a single value: a table made and written as an array costs Redis
+--          about 0.6 µs.
 local free = redis.call('GET', KEYS[1])
 if not free then
-  return {-1}
+  return -1
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = batch_clock or read_clock()
 local reclaimed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 free = tonumber(free) + reclaimed
 if reclaimed > 0 then
@@ -43,10 +41,10 @@ if free >= wanted then
   if left > 0 then
     redis.call('SPUBLISH', KEYS[3], left)
   end
-  return {1}
+  return 1
 end
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
-  return {1}
+  return 1
 end
 local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if earliest[2] then

@@ -1,7 +1,5 @@
-#!lua flags=allow-oom
 -- Returns one permit of an expirable semaphore by its id and wakes one waiter.
--- allow-oom: what is held must stay renewable and releasable when memory is full, so
--- this script must never create a key (it only changes or removes existing entries).
+-- Runs after allow_oom.lua and server_clock.lua.
 -- KEYS[1]: the semaphore's free-permit counter
 -- KEYS[2]: the held permits, a sorted set {permit id: expiry in server ms}
 -- KEYS[3]: the semaphore's release channel
@@ -20,8 +18,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('INCR', KEYS[1])
 end
 redis.call('SPUBLISH', KEYS[3], 1)
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = batch_clock or read_clock()
 if tonumber(expiry) <= now then
   return 2
 end

@@ -31,9 +31,9 @@ pub const SEMAPHORE_ACQUIRE: &str = lua!("semaphore_acquire.lua");
 /// `semaphore_release` of the library's `scripts!` table.
 pub const SEMAPHORE_RELEASE: &str = lua!("semaphore_release.lua");
 /// `xsem_acquire` of the library's `scripts!` table.
-pub const XSEM_ACQUIRE: &str = lua!("xsem_acquire.lua");
+pub const XSEM_ACQUIRE: &str = lua!("creates_keys.lua", "server_clock.lua", "xsem_acquire.lua");
 /// `xsem_release` of the library's `scripts!` table.
-pub const XSEM_RELEASE: &str = lua!("xsem_release.lua");
+pub const XSEM_RELEASE: &str = lua!("allow_oom.lua", "server_clock.lua", "xsem_release.lua");
 
 /// The library's fencing-token function (with the `#!lua` shebang it carries) followed
 /// by `body`: how the library builds every acquire that hands out a token.
@@ -75,11 +75,12 @@ pub async fn check_loaded_by_library(
     Ok(())
 }
 
-/// A script reply `{1, ...}` (granted) or `1`.
+/// A script reply `{1, ...}` (granted), `1`, or a fencing token alone (the text a lock's
+/// acquire replies for a new hold).
 pub fn granted(reply: &redis::Value) -> bool {
     match reply {
         redis::Value::Array(items) => matches!(items.first(), Some(redis::Value::Int(1))),
-        redis::Value::Int(1) => true,
+        redis::Value::Int(1) | redis::Value::BulkString(_) => true,
         _ => false,
     }
 }

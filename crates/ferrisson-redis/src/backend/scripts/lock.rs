@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::{ParsingError, Value};
 
 use super::wake::{Register, WakeKeys};
-use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, unexpected, unsigned};
+use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, lone_token, unexpected, unsigned};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::millis;
 use crate::backend::ids::OwnerId;
@@ -64,12 +64,21 @@ pub(crate) fn granted(
 impl redis::FromRedisValue for LockAcquired {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         const SCRIPT: &str = "lock_acquire";
+        match value {
+            Value::Int(pttl) => return Ok(Self::Held { pttl }),
+            Value::BulkString(_) => {
+                return Ok(Self::Granted {
+                    token: lone_token(SCRIPT, &value)?,
+                    count: 1,
+                });
+            }
+            _ => {}
+        }
         match *Ints::parse(&value, SCRIPT)?.as_slice() {
             [1, token, count] => {
                 let (token, count) = granted(SCRIPT, token, count)?;
                 Ok(Self::Granted { token, count })
             }
-            [0, pttl] => Ok(Self::Held { pttl }),
             [2] => Ok(Self::NotReentered),
             _ => Err(unexpected(SCRIPT, &value)),
         }

@@ -33,6 +33,7 @@ use redis::{Cmd, ParsingError, RedisWrite as _, ToRedisArgs, Value};
 
 use crate::api::error::Result;
 use crate::api::error::{RedisResultExt as _, command_error};
+use crate::api::fencing::FencingToken;
 
 pub(crate) mod election;
 pub(crate) mod fair;
@@ -142,10 +143,9 @@ impl Ints {
             *slot = match item {
                 Value::Int(n) => *n,
                 // A fencing token comes as the text the script stored (`fencing_token.lua`).
-                Value::BulkString(text) => std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|text| text.parse().ok())
-                    .ok_or_else(|| unexpected(script, value))?,
+                Value::BulkString(text) => {
+                    decimal(text).ok_or_else(|| unexpected(script, value))?
+                }
                 _ => return Err(unexpected(script, value)),
             };
         }
@@ -161,6 +161,24 @@ impl Ints {
 /// The error for a reply a script never gives.
 pub(crate) fn unexpected(script: &str, reply: &Value) -> ParsingError {
     ParsingError::from(format!("{script} returned {reply:?}"))
+}
+
+/// A decimal integer sent as text.
+fn decimal(text: &[u8]) -> Option<i64> {
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// The fencing token an acquire replies alone, as the text `fencing_token.lua` stored
+/// (how the lock acquires answer a grant of a new hold: a single value costs Redis less
+/// than an array).
+pub(crate) fn lone_token(script: &str, reply: &Value) -> Result<FencingToken, ParsingError> {
+    match reply {
+        Value::BulkString(text) => match decimal(text) {
+            Some(token) => Ok(FencingToken::new(unsigned(script, token)?)),
+            None => Err(unexpected(script, reply)),
+        },
+        other => Err(unexpected(script, other)),
+    }
 }
 
 /// A script's integer reply as a non-negative count or token.
@@ -263,10 +281,10 @@ impl LuaScript {
                 None => (String::new(), body),
             },
         };
-        // A script that hands out fencing tokens reads the clock once per batch (see
-        // `fencing_token.lua`).
+        // A script that reads the server's clock reads it once per batch (see
+        // `fencing_token.lua`, `server_clock.lua`).
         let clock = if head.contains("\nlocal batch_clock\n") {
-            "batch_clock = clock_text()\n"
+            "batch_clock = read_clock()\n"
         } else {
             ""
         };
@@ -518,7 +536,9 @@ macro_rules! source {
 /// function, so that the token is computed by one piece of Lua everywhere; the fair lock's
 /// scripts share their queue functions through `fair_queue.lua`, and the scripts of the
 /// locks that wake one waiting client (`Lock`, `SimpleLock`) theirs through `wake.lua`,
-/// each after a shebang file (`fencing_token.lua` or `allow_oom.lua`).
+/// each after a shebang file (`fencing_token.lua` or `allow_oom.lua`); the expirable
+/// semaphore's scripts read the server's clock through `server_clock.lua`, after
+/// `creates_keys.lua` or `allow_oom.lua`.
 macro_rules! scripts {
     ($($name:ident => [$($file:literal),+],)+) => {
         /// The crate's scripts, hashed once per process.
@@ -604,8 +624,8 @@ scripts! {
     semaphore_drain => ["semaphore_drain.lua"],
     semaphore_set => ["semaphore_set.lua"],
     semaphore_delete => ["semaphore_delete.lua"],
-    xsem_acquire => ["xsem_acquire.lua"],
-    xsem_release => ["xsem_release.lua"],
+    xsem_acquire => ["creates_keys.lua", "server_clock.lua", "xsem_acquire.lua"],
+    xsem_release => ["allow_oom.lua", "server_clock.lua", "xsem_release.lua"],
     xsem_update_lease => ["xsem_update_lease.lua"],
     xsem_inspect => ["xsem_inspect.lua"],
     xsem_renew => ["xsem_renew.lua"],
@@ -642,9 +662,65 @@ pub(crate) async fn preload(conn: &mut impl ConnectionLike) -> Result<()> {
 mod tests {
     use std::time::Duration;
 
-    use super::lock::{LockInspect, Renew};
+    use redis::{FromRedisValue, ParsingError, Value};
+
+    use super::lock::{LockAcquired, LockInspect, Renew};
+    use super::simple::KeyAcquired;
     use super::{Invocation, SCRIPTS};
+    use crate::api::fencing::FencingToken;
     use crate::backend::ids::OwnerId;
+
+    fn text(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_lone_token_is_a_new_hold_and_a_lone_integer_the_holders_ttl() -> Result<(), ParsingError> {
+        let token = FencingToken::new(1_795_821_822_806_843);
+        assert_eq!(
+            KeyAcquired::from_redis_value(text("1795821822806843"))?,
+            KeyAcquired::Granted { token }
+        );
+        assert_eq!(
+            KeyAcquired::from_redis_value(Value::Int(-1))?,
+            KeyAcquired::Held { pttl: -1 }
+        );
+        assert_eq!(
+            LockAcquired::from_redis_value(text("1795821822806843"))?,
+            LockAcquired::Granted { token, count: 1 }
+        );
+        assert_eq!(
+            LockAcquired::from_redis_value(Value::Int(2_500))?,
+            LockAcquired::Held { pttl: 2_500 }
+        );
+        // A re-entry still replies a table; {2} is a re-entry that found no hold.
+        let reentered = Value::Array(vec![Value::Int(1), text("42"), Value::Int(3)]);
+        assert_eq!(
+            LockAcquired::from_redis_value(reentered)?,
+            LockAcquired::Granted {
+                token: FencingToken::new(42),
+                count: 3
+            }
+        );
+        assert_eq!(
+            LockAcquired::from_redis_value(Value::Array(vec![Value::Int(2)]))?,
+            LockAcquired::NotReentered
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_token_that_is_not_a_decimal_count_is_refused() {
+        for bad in ["", "-3", "12a", "99999999999999999999"] {
+            assert!(KeyAcquired::from_redis_value(text(bad)).is_err(), "{bad:?}");
+            assert!(
+                LockAcquired::from_redis_value(text(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(KeyAcquired::from_redis_value(Value::Nil).is_err());
+        assert!(LockAcquired::from_redis_value(Value::Array(vec![Value::Int(7)])).is_err());
+    }
 
     /// The command's parts as text.
     fn parts(cmd: &redis::Cmd) -> Vec<String> {

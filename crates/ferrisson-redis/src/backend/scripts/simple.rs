@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::{ParsingError, Value};
 
 use super::wake::{Register, WakeKeys};
-use super::{Ints, Invocation, LuaScript, SCRIPTS, ScriptCall, unexpected, unsigned};
+use super::{Invocation, LuaScript, SCRIPTS, ScriptCall, lone_token, unexpected};
 use crate::api::fencing::FencingToken;
 use crate::api::lease::millis;
 use crate::backend::ids::OwnerId;
@@ -28,12 +28,11 @@ pub(crate) enum KeyAcquired {
 impl redis::FromRedisValue for KeyAcquired {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         const SCRIPT: &str = "simple_acquire or redlock_acquire";
-        match *Ints::parse(&value, SCRIPT)?.as_slice() {
-            [1, token] => Ok(Self::Granted {
-                token: FencingToken::new(unsigned(SCRIPT, token)?),
+        match value {
+            Value::Int(pttl) => Ok(Self::Held { pttl }),
+            token => Ok(Self::Granted {
+                token: lone_token(SCRIPT, &token)?,
             }),
-            [0, pttl] => Ok(Self::Held { pttl }),
-            _ => Err(unexpected(SCRIPT, &value)),
         }
     }
 }
