@@ -83,8 +83,9 @@ pub struct BenchOptions {
     pub orders: usize,
     /// Rounds per flow (interleaved); the median round is reported.
     pub rounds: usize,
-    /// Flows to measure, each once per round; the first is the floor the others are
-    /// compared with, and must be [`BenchFlow::NoLock`].
+    /// Flows to measure, each once per round, each round starting one flow later than
+    /// the last; the first is the floor the others are compared with, and must be
+    /// [`BenchFlow::NoLock`].
     pub flows: Vec<BenchFlow>,
     /// An existing Redis to use (the report's Redis columns then count every client of
     /// it).
@@ -283,6 +284,13 @@ impl BenchOptions {
     }
 }
 
+/// The order in which a round runs `flows` flows (their indices): each round starts one
+/// flow later than the last, so no flow always runs first (on a machine that idled) or
+/// last (after the others warmed or loaded it).
+fn round_order(flows: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..flows).map(move |k| (k + round) % flows)
+}
+
 /// Runs the benchmark and writes `bench.json` under `out`.
 ///
 /// # Errors
@@ -307,7 +315,8 @@ pub async fn bench(options: &BenchOptions) -> anyhow::Result<BenchReport> {
     let mut results: Vec<Vec<Round>> = options.flows.iter().map(|_| Vec::new()).collect();
     let mut backend = "sqlite";
     for round in 0..options.rounds.max(1) {
-        for (i, &flow) in options.flows.iter().enumerate() {
+        for i in round_order(options.flows.len(), round) {
+            let flow = options.flows[i];
             let scratch = ScratchDb::create(
                 options.database.as_deref(),
                 &options.out,
@@ -418,4 +427,18 @@ async fn bench_round(
         p99_ms: load.latency_ms(0.99),
         redis: spent.per_order(before, orders),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_order;
+
+    #[test]
+    fn every_round_runs_each_flow_once_and_starts_one_flow_later() {
+        let rounds: Vec<Vec<usize>> = (0..4)
+            .map(|round| round_order(3, round).collect())
+            .collect();
+        assert_eq!(rounds, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
+        assert_eq!(round_order(0, 5).count(), 0);
+    }
 }
