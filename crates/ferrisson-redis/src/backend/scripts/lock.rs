@@ -65,22 +65,19 @@ impl redis::FromRedisValue for LockAcquired {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         const SCRIPT: &str = "lock_acquire";
         match value {
-            Value::Int(pttl) => return Ok(Self::Held { pttl }),
-            Value::BulkString(_) => {
-                return Ok(Self::Granted {
-                    token: lone_token(SCRIPT, &value)?,
-                    count: 1,
-                });
-            }
-            _ => {}
-        }
-        match *Ints::parse(&value, SCRIPT)?.as_slice() {
-            [1, token, count] => {
-                let (token, count) = granted(SCRIPT, token, count)?;
-                Ok(Self::Granted { token, count })
-            }
-            [2] => Ok(Self::NotReentered),
-            _ => Err(unexpected(SCRIPT, &value)),
+            Value::Int(pttl) => Ok(Self::Held { pttl }),
+            Value::BulkString(_) => Ok(Self::Granted {
+                token: lone_token(SCRIPT, &value)?,
+                count: 1,
+            }),
+            _ => match *Ints::parse(&value, SCRIPT)?.as_slice() {
+                [1, token, count] => {
+                    let (token, count) = granted(SCRIPT, token, count)?;
+                    Ok(Self::Granted { token, count })
+                }
+                [2] => Ok(Self::NotReentered),
+                _ => Err(unexpected(SCRIPT, &value)),
+            },
         }
     }
 }
