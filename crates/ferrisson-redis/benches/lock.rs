@@ -7,7 +7,9 @@
 //! `LOCK_BENCH_ROUNDS`, `LOCK_BENCH_SLICE_MS`, `LOCK_BENCH_GRANTS`, `LOCK_BENCH_WAIT_MS`,
 //! and for the hand-off `LOCK_BENCH_HOLD_US`, `LOCK_BENCH_PAUSE_US`, `LOCK_BENCH_WAITED_US`
 //! change the sizes; `LOCK_BENCH_COALESCE=0` builds ferrisson's clients with
-//! `coalesce_calls(false)`; `-- --topology sentinel` or `-- --topology cluster` runs everything
+//! `coalesce_calls(false)`; `LOCK_BENCH_LATENCY_US=500` puts every client of the rows
+//! behind a proxy that delays each chunk that long each way (one server only; the
+//! distinct-key table alone); `-- --topology sentinel` or `-- --topology cluster` runs everything
 //! on a Sentinel group or a 3-master Redis Cluster instead of one server, see
 //! `common/topology.rs`).
 //! Prints markdown tables for BENCHMARKS.md.
@@ -461,9 +463,31 @@ async fn raw_pair(
 
 async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
     let topology = deployment.topology();
-    let url = deployment.url();
+    let mut url = deployment.url();
+    // A slow link: every client of the rows (the floor's, ferrisson's and rslock's)
+    // reaches the server through a proxy that delays each chunk both ways; Redis's
+    // counters are read directly.
+    let latency = Duration::from_micros(env_number("LOCK_BENCH_LATENCY_US", 0));
+    let proxy = match deployment {
+        Deployment::Single(server) if !latency.is_zero() => {
+            let proxy = ferrisson_testkit::FaultProxy::start(server.port()).await?;
+            proxy.control().set_latency(latency, Duration::ZERO);
+            url = proxy.url();
+            println!(
+                "(every client through a proxy delaying each chunk by {} µs each way; the \
+                 distinct-key table alone)\n",
+                latency.as_micros()
+            );
+            Some(proxy)
+        }
+        _ => None,
+    };
+    let raw = match &proxy {
+        Some(_) => Raw::Node(common::raw_connection(&url).await?),
+        None => deployment.floor_connection().await?,
+    };
     let peers = Arc::new(Peers {
-        raw: deployment.floor_connection().await?,
+        raw,
         cad: redis::Script::new(CAD),
         scripts: RawScripts::new(),
         client: common::connect(&url).await?,
@@ -480,6 +504,9 @@ async fn run(config: &Config, deployment: &Deployment) -> anyhow::Result<()> {
     lua::check_loaded_by_library(&mut info.conns, &peers.scripts.library()).await?;
     let kinds = kinds(topology);
 
+    if proxy.is_some() {
+        return distinct_keys(&peers, &ladder(topology), &mut info, config).await;
+    }
     uncontended(&peers, &kinds, &mut info, config).await?;
     distinct_keys(&peers, &ladder(topology), &mut info, config).await?;
     handoff(&url, &mut info, config).await

@@ -3,9 +3,10 @@
 //! cancellation and resend rule.
 //!
 //! Most tests make a batch without any timing: they build the calls' futures, poll them
-//! all once in one `join_all` (the first call goes out alone, every other one finds it
-//! in flight and queues), then let them finish. Redis's `INFO commandstats` counts what
-//! went on the wire.
+//! all once (the first call goes out alone, every other one finds it in flight and
+//! queues), then let them finish. They run on a one-thread runtime, where the task that
+//! sends what queued runs only once the test's task waits, so every call polled before
+//! that is in the batch. Redis's `INFO commandstats` counts what went on the wire.
 
 mod sync_support;
 
@@ -134,7 +135,7 @@ where
     Ok((after_acquires - start, after_releases - after_acquires))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn calls_that_meet_one_in_flight_go_as_one_batch() -> anyhow::Result<()> {
     // One call alone, then the other 63 together: two script calls each way.
     assert_eq!(pairs_at_once(true, Client::lock).await?, (2, 2));
@@ -147,7 +148,7 @@ async fn calls_that_meet_one_in_flight_go_as_one_batch() -> anyhow::Result<()> {
 
 /// A call that finds none in flight is the single script, as without coalescing; a batch
 /// is the batch form, loaded (like any script) when the server's cache lost it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_lone_call_is_the_single_script_and_a_batch_survives_a_flushed_cache()
 -> anyhow::Result<()> {
     let server = RedisServer::start()?;
@@ -190,7 +191,7 @@ async fn a_lone_call_is_the_single_script_and_a_batch_survives_a_flushed_cache()
 
 /// One batch of calls of different locks, leases and owners: a re-entry of one owner, a
 /// fresh owner, another owner refused. Each answer and each key's TTL is its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn one_batch_mixes_owners_and_leases() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let (proxy, client) = client(&server, true).await?;
@@ -250,7 +251,7 @@ async fn one_batch_mixes_owners_and_leases() -> anyhow::Result<()> {
 
 /// Semaphores' acquires and releases batch the same way; a batch grants no more permits
 /// than there are.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn semaphore_calls_batch_and_grant_no_more_than_there_are() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let (proxy, client) = client(&server, true).await?;
@@ -307,7 +308,7 @@ async fn semaphore_calls_batch_and_grant_no_more_than_there_are() -> anyhow::Res
 
 /// Calls of one script with different numbers of arguments share a batch, each read at
 /// its own offsets: an expirable semaphore's acquire carries one argument per permit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn calls_of_different_shapes_share_a_batch() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let (proxy, client) = client(&server, true).await?;
@@ -330,7 +331,7 @@ async fn calls_of_different_shapes_share_a_batch() -> anyhow::Result<()> {
 
 /// A call whose caller stops waiting while it is queued is never sent: its lock's keys
 /// (the hold, and the fencing floor a grant raises) never appear.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_call_dropped_while_queued_is_never_sent() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let (proxy, client) = client(&server, true).await?;
@@ -372,9 +373,10 @@ async fn through(proxy: &FaultProxy, timeout: Duration) -> anyhow::Result<Client
 /// for the tests that wait for it to run out.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Holds replies back, sends `lead` alone and queues `members` behind it, and lets the
-/// lead call run out of time, so that the members go as one batch whose reply is held.
-/// Returns once the server has run that batch.
+/// Holds replies back, sends `lead` alone and queues `members` behind it: the members go
+/// as one batch while the lead is still in flight, and the reply of each is held. Returns
+/// once the server has run that batch, dropping the lead (its undo goes out when its
+/// reply comes, if ever).
 async fn batch_in_flight_with_reply_held<Fut: Future<Output: std::fmt::Debug> + Unpin>(
     lead: impl Future<Output = ferrisson_redis::Result<Option<LockGuard>>>,
     members: &mut [&mut Fut],
@@ -388,18 +390,52 @@ async fn batch_in_flight_with_reply_held<Fut: Future<Output: std::fmt::Debug> + 
     for member in members {
         poll_once(member).await;
     }
-    until_calls(conn, "evalsha", start + 1).await?;
-    // Its reply is held: it times out, and its undo (one more call) goes out.
-    assert!(within(async { anyhow::Ok(lead.await) }).await?.is_err());
-    // The lead, its undo, and the batch.
-    until_calls(conn, "evalsha", start + 3).await?;
+    // The lead and the batch, the lead's reply still held.
+    until_calls(conn, "evalsha", start + 2).await?;
+    Ok(())
+}
+
+/// Calls that queue behind a call in flight go without waiting for its reply, up to 8
+/// calls in flight; past that, what queues goes when a reply comes.
+#[tokio::test]
+async fn queued_calls_go_without_waiting_for_the_reply_ahead() -> anyhow::Result<()> {
+    const IN_FLIGHT: u64 = 8;
+    let server = RedisServer::start()?;
+    let (proxy, client) = client(&server, true).await?;
+    let control = proxy.control();
+    let mut conn = raw(&server).await?;
+    let locks = (0..IN_FLIGHT + 2)
+        .map(|i| client.simple_lock(&format!("wave-{i}")))
+        .collect::<ferrisson_redis::Result<Vec<_>>>()?;
+    let start = evalsha(&mut conn).await?;
+    control.set_hold_replies(true);
+    let mut calls = Vec::new();
+    for (sent, lock) in (1..).zip(&locks) {
+        let mut call = Box::pin(lock.try_lock());
+        poll_once(&mut call).await;
+        calls.push(call);
+        if sent <= IN_FLIGHT {
+            // Alone (the first) or as a batch of one, every reply so far held.
+            until_calls(&mut conn, "evalsha", start + sent).await?;
+        }
+    }
+    control.set_hold_replies(false);
+    let mut guards = Vec::new();
+    for call in join_all(calls).await {
+        guards.push(call?.ok_or_else(|| anyhow::anyhow!("a free lock was refused"))?);
+    }
+    // The last two queued while 8 were in flight: one batch, after the first reply.
+    assert_eq!(evalsha(&mut conn).await? - start, IN_FLIGHT + 1);
+    for guard in guards {
+        guard.unlock().await?;
+    }
     Ok(())
 }
 
 /// A member dropped while its batch is in flight is the case of a single call dropped in
 /// flight: the call ran, its reply is lost, and the primitive's undo removes its hold.
 /// The other member gets its grant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_call_dropped_while_its_batch_is_in_flight_is_undone() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let proxy = FaultProxy::start(server.port()).await?;
@@ -444,7 +480,7 @@ async fn a_call_dropped_while_its_batch_is_in_flight_is_undone() -> anyhow::Resu
 
 /// A batch whose reply never comes in time: every member reports the error (a timeout is
 /// never resent) and each one's undo leaves no hold behind.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_batch_whose_reply_is_lost_fails_each_member_and_leaves_no_hold() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let proxy = FaultProxy::start(server.port()).await?;
@@ -486,7 +522,7 @@ async fn a_batch_whose_reply_is_lost_fails_each_member_and_leaves_no_hold() -> a
 /// A batch cut off by a dropped connection: the fresh acquires (safe to resend) are sent
 /// once more alone and granted exactly once; the acquire under a caller-chosen owner (a
 /// resend could count a second hold) reports the error, and holds at most one hold.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_batch_cut_off_resends_only_what_is_safe_to_resend() -> anyhow::Result<()> {
     let server = RedisServer::start()?;
     let proxy = FaultProxy::start(server.port()).await?;
