@@ -50,8 +50,8 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// tasks ready to run to have run, so several are in flight when replies take long. With
 /// one, every call behind another waited a whole round trip: behind a slow link 64 tasks
 /// ran 0.60–0.64 of the raw floor's pairs per second, against 0.92–0.98 with eight; on one
-/// machine eight ran more than one, two or four, and 16 or 32 no more than eight (see the
-/// benchmarks notebook, "Batches that do not wait for a reply").
+/// machine eight ran 0.78, 0.81 of it against one's 0.70, 0.72, and 16 or 32 no more than
+/// eight (see the benchmarks notebook, "Batches that do not wait for a reply").
 pub(crate) const MAX_IN_FLIGHT: usize = 8;
 
 /// Which calls may go together: one script, one group of keys
