@@ -261,6 +261,44 @@ async fn fixed_lease_expires_and_stale_release_leaves_the_new_holder_alone() -> 
     Ok(())
 }
 
+/// Redis counts a lease from when it ran the acquire, the guard from before it sent it:
+/// the key outlives the guard. Stretching the key's TTL makes that gap last; an unlock
+/// after `lost()` must still say the lease expired (and free the key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_after_lost_says_expired_while_redis_keeps_the_key() -> anyhow::Result<()> {
+    let (server, client) = server_and_client().await?;
+    let fixed = Lease::Fixed(Duration::from_millis(200));
+    let lock = client.lock("outlived")?.with_lease(fixed)?;
+    let simple = client.simple_lock("outlived-simple")?.with_lease(fixed)?;
+    let mut conn = raw(&server).await?;
+
+    let guard = lock.lock().await?;
+    let stretched: bool = conn.pexpire("{outlived}", 60_000).await?;
+    assert!(stretched, "the lock's key is where the test expects it");
+    guard.lost().await;
+    assert!(lock.is_locked().await?, "Redis still has the key");
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    assert!(!lock.is_locked().await?, "the key was deleted all the same");
+
+    let guard = simple.lock().await?;
+    let stretched: bool = conn.pexpire("{outlived-simple}", 60_000).await?;
+    assert!(
+        stretched,
+        "the simple lock's key is where the test expects it"
+    );
+    guard.lost().await;
+    assert!(matches!(
+        guard.unlock().await,
+        Err(Error::LeaseExpired { .. })
+    ));
+    let left: bool = conn.exists("{outlived-simple}").await?;
+    assert!(!left, "the key was deleted all the same");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_the_lock_past_three_leases() -> anyhow::Result<()> {
     let lease = Duration::from_millis(900);

@@ -17,7 +17,7 @@ use crate::backend::ids::ReleaseId;
 use crate::backend::scripts::Released;
 use crate::observe::acquire::Grant;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::primitive::release::release_with_retry;
+use crate::primitive::release::{expired_if_ended, release_with_retry};
 
 /// How a primitive sends one release of one hold.
 pub(crate) trait SendRelease: Send + Sync + 'static {
@@ -90,9 +90,14 @@ async fn release_hold<R: SendRelease>(
     release: &R,
     last: bool,
 ) -> Result<()> {
-    let released = release_with_retry(&hold.name, |release_id| {
-        release.send(client, hold.owner, release_id)
-    });
+    let ended = !hold.is_held();
+    let released = async {
+        let released = release_with_retry(&hold.name, |release_id| {
+            release.send(client, hold.owner, release_id)
+        })
+        .await;
+        expired_if_ended(ended, &hold.name, released)
+    };
     hold.meter()
         .release(Some(hold.token), last, released, |()| false)
         .await
@@ -193,7 +198,8 @@ macro_rules! hold_guard_methods {
             /// # Errors
             ///
             /// [`Error::LeaseExpired`](crate::Error::LeaseExpired) when the lock had
-            /// expired, [`Error::NotOwner`](crate::Error::NotOwner) when another owner
+            /// expired (in Redis, or here: when `is_held()` was already false, its key,
+            /// if still there, is deleted all the same), [`Error::NotOwner`](crate::Error::NotOwner) when another owner
             /// holds it now, [`Error::Store`](crate::Error::Store) when Redis could not be
             /// reached (the hold then expires after its lease).
             ///

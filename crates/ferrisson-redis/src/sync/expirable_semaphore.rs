@@ -25,7 +25,7 @@ use crate::observe::acquire::Grant;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::primitive::release::resend_until_answered;
+use crate::primitive::release::{expired_if_ended, resend_until_answered};
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
 use crate::sync::semaphore::{DEFAULT_SEMAPHORE_RECHECK, validate_permits, validate_recheck};
@@ -1063,7 +1063,9 @@ impl ExpirablePermit {
     /// # Errors
     ///
     /// [`Error::LeaseExpired`] when its lease had already run out (it was free again
-    /// before this call, or reclaimed and maybe taken by another holder). Success is never
+    /// before this call, or reclaimed and maybe taken by another holder), or when
+    /// [`is_held`](ExpirablePermit::is_held) was already false (the permit, if Redis
+    /// still counted it taken, is returned all the same). Success is never
     /// a guess: when a reply was lost and the retry finds the permit gone after this
     /// permit's own [`remaining`](ExpirablePermit::remaining) reached zero, the answer is
     /// `LeaseExpired`. [`Error::Store`] when Redis cannot be reached after retries; the
@@ -1075,7 +1077,11 @@ impl ExpirablePermit {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.hold.stop_renewing();
-        let release = self.shared.release(self.id, Some(&self.hold));
+        let ended = !self.hold.is_held();
+        let release = async {
+            let released = self.shared.release(self.id, Some(&self.hold)).await;
+            expired_if_ended(ended, &self.shared.name, released)
+        };
         self.hold
             .meter()
             .release(None, true, release, |()| false)

@@ -18,6 +18,7 @@ use crate::backend::ids::OwnerId;
 use crate::backend::scripts::simple::Compared;
 use crate::observe::acquire::Grant;
 use crate::primitive::cleanup::spawn_cleanup;
+use crate::primitive::release::expired_if_ended;
 
 /// Proof of holding a [`Redlock`] for a limited validity; released on every server by
 /// `unlock()` or, best effort, on drop.
@@ -219,7 +220,9 @@ impl RedlockGuard {
     /// [`Error::Store`] or [`RedisStoreError::NoQuorum`](crate::RedisStoreError::NoQuorum) when fewer than a majority of the servers
     /// answered (their keys expire after the TTL); [`Error::NotOwner`] when a majority
     /// holds another owner; [`Error::LeaseExpired`] when this guard's keys were no longer
-    /// on a majority.
+    /// on a majority, or its validity had already run out here
+    /// ([`is_held`](Self::is_held) false) before the call, even if the keys were still
+    /// there and are now deleted.
     ///
     /// # Cancel safety
     ///
@@ -236,14 +239,12 @@ impl RedlockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.stop_renewal();
+        let ended = !self.hold.is_held();
+        let released =
+            async { expired_if_ended(ended, &self.hold.name, self.release_on_quorum().await) };
         self.hold
             .meter()
-            .release(
-                Some(self.hold.token),
-                true,
-                self.release_on_quorum(),
-                |()| false,
-            )
+            .release(Some(self.hold.token), true, released, |()| false)
             .await
     }
 
