@@ -18,7 +18,7 @@ use std::fmt;
 /// and a write that touched no row was refused.
 ///
 /// Where a token comes from depends on the store (the capability table says it per
-/// store): on Redis the server's clock with a per-slot high-water mark, a sequence in a
+/// store): on Redis the server's clock with a high-water mark, a sequence in a
 /// database, ZooKeeper's transaction id, etcd's create revision. Tokens are not
 /// consecutive, and tokens of different locks are not comparable.
 ///

@@ -9,7 +9,7 @@ const WATCHDOG: Validity = Validity::Lease(
     "a key with a TTL; the client's watchdog renews it every lease/3 (30 s lease by default), or a fixed lease",
 );
 const SERVER_CLOCK_TOKEN: Fencing = Fencing::Token(
-    "the server's clock (µs) with a per-slot high-water mark; can go back after a failover to a replica that missed it, or a restart without data, if the new clock is behind",
+    "the server's clock (µs) with a high-water mark (one per server; per hash slot on a cluster); can go back after a failover to a replica that missed it, or a restart without data, if the new clock is behind",
 );
 const LOST_ON_RENEWAL: &str =
     "at once when a renewal finds the key gone or taken; at the lease's end when renewals fail";

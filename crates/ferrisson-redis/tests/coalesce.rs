@@ -10,7 +10,7 @@
 
 mod sync_support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -113,9 +113,11 @@ where
         tokens.push(guard.fencing_token());
         held.push(guard);
     }
-    // Tokens are per lock: a batch reads the clock once, so locks of different slots
-    // may share a value; each is a clock reading, and each lock's next one is above it.
+    // A batch reads the clock once, and on one server every lock shares one floor:
+    // each token is a clock reading or counted up from one, and no two are equal.
     assert!(tokens.iter().all(|t| t.get() > 1_700_000_000_000_000));
+    let distinct: HashSet<_> = tokens.iter().collect();
+    assert_eq!(distinct.len(), tokens.len(), "a token handed out twice");
     let releases = started(&proxy, held.into_iter().map(Guard::unlock)).await;
     for released in releases.await {
         released?;
@@ -232,7 +234,6 @@ async fn one_batch_mixes_owners_and_leases() -> anyhow::Result<()> {
         "a re-entry keeps the token"
     );
     assert_eq!(locks[1].hold_count().await?, 2, "x holds a twice");
-    // Tokens are per lock (see `pairs_at_once`).
     for guard in [&lead, &a1, &b, &c] {
         assert!(guard.fencing_token().get() > 1_700_000_000_000_000);
     }
@@ -246,6 +247,51 @@ async fn one_batch_mixes_owners_and_leases() -> anyhow::Result<()> {
     for guard in [lead, a1, a2, b, c] {
         guard.unlock().await?;
     }
+    Ok(())
+}
+
+/// The acquires of a batch share the server's one fencing floor, read and written once
+/// per batch: with the floor ahead of the clock, every token of the lone calls and the
+/// batches counts up from it by one, none twice, and the floor ends at the highest.
+#[tokio::test]
+async fn batched_tokens_count_up_from_the_one_floor() -> anyhow::Result<()> {
+    const EACH: u64 = 8;
+    let server = RedisServer::start()?;
+    let (proxy, client) = client(&server, true).await?;
+    let mut conn = raw(&server).await?;
+    client.lock("seed")?.lock().await?.unlock().await?;
+    let floors: Vec<String> = conn.keys("ferrisson:fence:*").await?;
+    assert_eq!(floors.len(), 1, "one floor for every name: {floors:?}");
+    // As if a server whose clock ran an hour fast had handed out the last token.
+    let ahead = conn.get::<_, u64>(&floors[0]).await? + 3_600_000_000;
+    let () = conn.set(&floors[0], ahead).await?;
+    let locks = (0..EACH)
+        .map(|i| client.lock(&format!("lock-{i}")))
+        .collect::<ferrisson_redis::Result<Vec<_>>>()?;
+    let simple = (0..EACH)
+        .map(|i| client.simple_lock(&format!("simple-{i}")))
+        .collect::<ferrisson_redis::Result<Vec<_>>>()?;
+    let start = evalsha(&mut conn).await?;
+    let lock_acquires = started(&proxy, locks.iter().map(Lock::try_lock)).await;
+    let simple_acquires = started(&proxy, simple.iter().map(SimpleLock::try_lock)).await;
+    let mut tokens = Vec::new();
+    for guard in lock_acquires.await {
+        let guard = guard?.ok_or_else(|| anyhow::anyhow!("a free lock was refused"))?;
+        tokens.push(guard.fencing_token().get());
+    }
+    for guard in simple_acquires.await {
+        let guard = guard?.ok_or_else(|| anyhow::anyhow!("a free lock was refused"))?;
+        tokens.push(guard.fencing_token().get());
+    }
+    assert_eq!(
+        evalsha(&mut conn).await? - start,
+        4,
+        "per kind one lone call and one batch"
+    );
+    tokens.sort_unstable();
+    let expected: Vec<u64> = (1..=2 * EACH).map(|i| ahead + i).collect();
+    assert_eq!(tokens, expected);
+    assert_eq!(conn.get::<_, u64>(&floors[0]).await?, ahead + 2 * EACH);
     Ok(())
 }
 
@@ -351,11 +397,23 @@ async fn a_call_dropped_while_queued_is_never_sent() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("lead refused"))?;
     // A later call of the same script is sent after any batch the dropped call could
     // have been in, and has answered once this one has.
-    let after = client.lock("after")?.try_lock().await?;
-    assert!(after.is_some());
-    for key in ["{cancelled}", "ferrisson:fence:{cancelled}"] {
-        assert!(!conn.exists::<_, bool>(key).await?, "{key} was written");
-    }
+    let after = client
+        .lock("after")?
+        .try_lock()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("after refused"))?;
+    assert!(
+        !conn.exists::<_, bool>("{cancelled}").await?,
+        "the hold was written"
+    );
+    // The one fencing floor of the server holds the last token handed out: none went
+    // to the dropped call.
+    let floors: Vec<String> = conn.keys("ferrisson:fence:*").await?;
+    assert_eq!(floors.len(), 1, "{floors:?}");
+    let floor: u64 = conn.get(&floors[0]).await?;
+    assert_eq!(floor, after.fencing_token().get());
+    assert!(after.fencing_token() > guard.fencing_token());
+    after.unlock().await?;
     guard.unlock().await?;
     Ok(())
 }

@@ -1,13 +1,12 @@
 //! Fencing tokens of every lock against a real redis-server: the server's clock in
-//! microseconds, one floor key per hash slot, increasing across an empty restart.
+//! microseconds, one floor key per server and namespace, increasing across an empty
+//! restart.
 
 mod common;
 
-use std::collections::HashSet;
-
 use common::{raw, server_and_client};
 use ferrisson_redis::{Client, FencingToken};
-use ferrisson_testkit::{RedisServer, key_slot};
+use ferrisson_testkit::RedisServer;
 use redis::AsyncCommands;
 
 /// The server's clock in microseconds.
@@ -54,11 +53,9 @@ async fn tokens_are_the_server_clock_and_grow_across_every_lock_kind() -> anyhow
             "{token} is not the server's clock between {before} and {after}"
         );
     }
-    // The four kinds of one name share the name's slot, and so its one floor, which
-    // holds the last token.
+    // Every lock of the server shares one floor, which holds the last token.
     let floors = floors(&mut conn).await?;
     assert_eq!(floors.len(), 1, "{floors:?}");
-    assert_eq!(key_slot(&floors[0]), key_slot("{stock}"));
     let floor: u64 = conn.get(&floors[0]).await?;
     assert_eq!(Some(floor), tokens.last().map(|t| t.get()));
     Ok(())
@@ -105,24 +102,25 @@ async fn tokens_keep_growing_after_the_server_restarts_empty() -> anyhow::Result
 }
 
 #[tokio::test]
-async fn many_lock_names_leave_at_most_one_key_per_slot() -> anyhow::Result<()> {
+async fn many_lock_names_leave_one_floor_that_keeps_their_tokens_growing() -> anyhow::Result<()> {
     const NAMES: usize = 3000;
     let (server, client) = server_and_client().await?;
-    let mut slots = HashSet::new();
+    let mut last = FencingToken::new(0);
     for i in 0..NAMES {
-        let name = format!("user:{i}");
-        slots.insert(key_slot(format!("{{{name}}}")));
-        client.lock(&name)?.lock().await?.unlock().await?;
+        let guard = client.lock(&format!("user:{i}"))?.lock().await?;
+        assert!(
+            guard.fencing_token() > last,
+            "tokens of one server only grow"
+        );
+        last = guard.fencing_token();
+        guard.unlock().await?;
     }
     let mut conn = raw(&server).await?;
     let keys: Vec<String> = conn.keys("*").await?;
     let floors = floors(&mut conn).await?;
-    assert_eq!(keys.len(), floors.len(), "only floors are left: {keys:?}");
-    assert_eq!(
-        floors.len(),
-        slots.len(),
-        "one floor per slot the names hash to"
-    );
-    assert!(floors.len() < NAMES);
+    assert_eq!(floors.len(), 1, "one floor for every name: {floors:?}");
+    assert_eq!(keys, floors, "only the floor is left");
+    let floor: u64 = conn.get(&floors[0]).await?;
+    assert_eq!(floor, last.get());
     Ok(())
 }

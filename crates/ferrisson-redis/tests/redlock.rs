@@ -494,7 +494,7 @@ async fn tokens_grow_with_every_holder_even_when_one_server_clock_is_ahead() -> 
     let second = token_of_one_hold(&theirs).await?;
     assert!(second > first, "{second} after {first}");
     // The guard's token is the largest of the majority's, written back to every granting
-    // server: each has one floor (one lock name, one slot) at exactly that token.
+    // server: each has its one floor at exactly that token.
     for server in &servers {
         let floors = floors(server)?;
         assert_eq!(floors.len(), 1, "{floors:?}");

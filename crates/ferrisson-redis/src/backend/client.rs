@@ -112,7 +112,7 @@ impl Client {
 
     /// The keys of the primitive called `name`.
     pub(crate) fn keys(&self, name: &str) -> Result<Keys> {
-        Keys::new(&self.inner.namespace, name)
+        Keys::new(&self.inner.namespace, name, self.inner.connection.floors())
     }
 
     /// What the `kind` primitive called `name` records its metrics and spans under.

@@ -2,10 +2,13 @@
 //!
 //! All keys of one primitive share one hash tag (`{name}`), so one script may touch them
 //! all and the same layout runs on Redis Cluster. The one key a primitive shares with
-//! others is its fencing floor, `ferrisson:fence:{tag}` (plus the namespace): one per hash
-//! slot, whose tag puts it in the slot of every name that hashes there (see
-//! [`slot`](crate::backend::slot)), so at most 16384 of them per namespace however many
-//! lock names come and go.
+//! others is its fencing floor, `ferrisson:fence:{tag}` (plus the namespace). On a
+//! cluster there is one per hash slot, whose tag puts it in the slot of every name that
+//! hashes there (see [`slot`](crate::backend::slot)), so at most 16384 of them per
+//! namespace however many lock names come and go. On one server (alone or behind
+//! Sentinel), where a script may touch keys of any slot, every name shares one, the
+//! floor of slot 0: a batch of acquires of many names then writes one floor once (see
+//! `lua/fencing_token.lua`).
 //!
 //! Redis Cluster hashes the text between a key's first `{` and the first `}` after it.
 //! A name holding a brace would move that tag (`{a}b}` hashes `a`, `{a}b}:released` too,
@@ -40,13 +43,25 @@ struct Names {
     channel: String,
 }
 
+/// Which names share a fencing floor (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Floors {
+    /// One floor per hash slot: a cluster refuses a script over keys of several slots.
+    PerSlot,
+    /// One floor for every name of the namespace: one server, alone or behind Sentinel.
+    PerNamespace,
+}
+
 impl Keys {
     /// Checks `name` and builds the `{namespace}{name}` base and the companions every
     /// call needs (built once per handle, not once per call).
-    pub(crate) fn new(namespace: &str, name: &str) -> Result<Self> {
+    pub(crate) fn new(namespace: &str, name: &str, floors: Floors) -> Result<Self> {
         validate_name(name)?;
         let base = format!("{namespace}{{{name}}}");
-        let tag = tag_for_slot(key_slot(base.as_bytes()));
+        let tag = tag_for_slot(match floors {
+            Floors::PerSlot => key_slot(base.as_bytes()),
+            Floors::PerNamespace => 0,
+        });
         Ok(Self(Arc::new(Names {
             fence: format!("{namespace}ferrisson:fence:{{{tag}}}"),
             channel: format!("{base}:released"),
@@ -74,8 +89,9 @@ impl Keys {
         }))
     }
 
-    /// The fencing floor of the primitive's hash slot: the highest token handed out there
-    /// (see `lua/fencing_token.lua`). Shared by every name in the slot; never expires.
+    /// The primitive's fencing floor: the highest token handed out by the names that
+    /// share it, those of its hash slot or of the namespace (see the module docs and
+    /// `lua/fencing_token.lua`); never expires.
     pub(crate) fn fence(&self) -> &str {
         &self.0.fence
     }
@@ -209,14 +225,14 @@ mod tests {
 
     #[test]
     fn keys_share_one_hash_tag() {
-        let keys = Keys::new("app:", "orders:42").expect("valid");
+        let keys = Keys::new("app:", "orders:42", Floors::PerSlot).expect("valid");
         assert_eq!(keys.main(), "app:{orders:42}");
         assert_eq!(keys.channel(), "app:{orders:42}:released");
     }
 
     #[test]
     fn wake_names_share_the_hash_tag_and_read_back_from_a_channel() {
-        let keys = Keys::new("app:", "orders:42").expect("valid");
+        let keys = Keys::new("app:", "orders:42", Floors::PerSlot).expect("valid");
         let names = WakeNames::new(&keys, "00ab");
         assert_eq!(names.waiters(), "app:{orders:42}:waiters");
         assert_eq!(names.keys().channels, "app:{orders:42}:c:");
@@ -234,7 +250,7 @@ mod tests {
 
     #[test]
     fn the_fencing_floor_is_one_key_per_slot_in_the_lock_slot() {
-        let keys = Keys::new("app:", "orders:42").expect("valid");
+        let keys = Keys::new("app:", "orders:42", Floors::PerSlot).expect("valid");
         let slot = key_slot(keys.main().as_bytes());
         assert_eq!(key_slot(keys.fence().as_bytes()), slot);
         assert_eq!(
@@ -247,27 +263,50 @@ mod tests {
             .find(|name| key_slot(name.as_bytes()) == slot)
             .expect("some name hashes to the slot");
         assert_eq!(
-            Keys::new("app:", &twin).expect("valid").fence(),
+            Keys::new("app:", &twin, Floors::PerSlot)
+                .expect("valid")
+                .fence(),
             keys.fence()
         );
         assert_ne!(
-            Keys::new("", "orders:42").expect("valid").fence(),
+            Keys::new("", "orders:42", Floors::PerSlot)
+                .expect("valid")
+                .fence(),
             keys.fence()
         );
     }
 
     #[test]
+    fn on_one_server_every_name_of_a_namespace_shares_one_floor() {
+        let floor = |namespace: &str, name: &str| {
+            Keys::new(namespace, name, Floors::PerNamespace)
+                .expect("valid")
+                .fence()
+                .to_owned()
+        };
+        assert_eq!(floor("app:", "orders:42"), floor("app:", "users:7"));
+        assert_eq!(
+            floor("app:", "orders:42"),
+            format!("app:ferrisson:fence:{{{}}}", tag_for_slot(0))
+        );
+        assert_ne!(floor("", "orders:42"), floor("app:", "orders:42"));
+    }
+
+    #[test]
     fn bad_names_are_rejected() {
-        assert!(matches!(Keys::new("", ""), Err(Error::InvalidArgument(_))));
-        let long = "x".repeat(MAX_NAME_LEN + 1);
         assert!(matches!(
-            Keys::new("", &long),
+            Keys::new("", "", Floors::PerSlot),
             Err(Error::InvalidArgument(_))
         ));
-        assert!(Keys::new("", &"x".repeat(MAX_NAME_LEN)).is_ok());
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        assert!(matches!(
+            Keys::new("", &long, Floors::PerSlot),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(Keys::new("", &"x".repeat(MAX_NAME_LEN), Floors::PerSlot).is_ok());
         for name in ["}", "{", "a}b", "{a}", "x{"] {
             assert!(
-                matches!(Keys::new("", name), Err(Error::InvalidArgument(m)) if m.contains("brace")),
+                matches!(Keys::new("", name, Floors::PerSlot), Err(Error::InvalidArgument(m)) if m.contains("brace")),
                 "{name:?}"
             );
         }

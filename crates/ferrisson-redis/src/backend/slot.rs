@@ -55,20 +55,12 @@ static CRC16_TABLE: [u16; 256] = {
 };
 
 /// A short tag whose slot is `slot`: a key named `...{tag}...` lives in that slot.
-#[allow(
-    dead_code,
-    reason = "for the per-slot fencing floor keys, landing next"
-)]
 pub(crate) fn tag_for_slot(slot: u16) -> &'static str {
     &SLOT_TAGS[usize::from(slot % SLOTS)]
 }
 
 /// The shortest tags (base-36 numbers, first found) for all 16384 slots, built once:
 /// about 180 000 CRCs, a few milliseconds.
-#[allow(
-    dead_code,
-    reason = "for the per-slot fencing floor keys, landing next"
-)]
 static SLOT_TAGS: LazyLock<Box<[Box<str>]>> = LazyLock::new(|| {
     let mut tags: Vec<Option<Box<str>>> = vec![None; usize::from(SLOTS)];
     let mut missing = tags.len();
@@ -85,10 +77,6 @@ static SLOT_TAGS: LazyLock<Box<[Box<str>]>> = LazyLock::new(|| {
     tags.into_iter().flatten().collect()
 });
 
-#[allow(
-    dead_code,
-    reason = "for the per-slot fencing floor keys, landing next"
-)]
 fn base36(mut n: u64) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut digits = Vec::new();

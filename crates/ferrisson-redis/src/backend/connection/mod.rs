@@ -35,6 +35,7 @@ use redis::{
 use crate::api::error::{Error, Result, redis_reason};
 use crate::api::error::{RedisResultExt as _, RedisStoreError, failed_command};
 use crate::backend::acks::{Acknowledgements, AofWait, ReplicaAcks};
+use crate::backend::keys::Floors;
 use crate::backend::scripts::{Invocation, LuaScript, ScriptCall};
 
 pub(crate) mod cluster;
@@ -461,6 +462,15 @@ impl Connection {
         match &*self.topology {
             Topology::Single(_) | Topology::Sentinel(_) => 0,
             Topology::Cluster(_) => crate::backend::slot::key_slot(key),
+        }
+    }
+
+    /// Which names share a fencing floor: on a cluster those of one slot (a script may
+    /// not touch keys of two), elsewhere every name (see [`Floors`]).
+    pub(crate) fn floors(&self) -> Floors {
+        match &*self.topology {
+            Topology::Single(_) | Topology::Sentinel(_) => Floors::PerNamespace,
+            Topology::Cluster(_) => Floors::PerSlot,
         }
     }
 

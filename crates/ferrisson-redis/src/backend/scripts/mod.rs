@@ -209,6 +209,8 @@ pub(crate) struct LuaScript {
 /// about a fifth of a batch's CPU), and answers in its place: a call that raised an error
 /// answers that error (its writes before the error stay, as they would alone), a call
 /// that returned nothing answers nil (`false`: a nil would end the reply array there).
+/// The generated text then writes the batch's fencing floors, if its calls made tokens,
+/// and returns `replies` (see [`LuaScript::add_batch_form`]).
 const BATCH_LOOP: &str = "\
 local calls = tonumber(ARGV[1])
 local each_k, each_a = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -235,7 +237,6 @@ for i = 1, calls do
   end
   replies[i] = reply
 end
-return replies
 ";
 
 /// A script's own text as the body of `one` in its batch form: its full-line comments
@@ -282,15 +283,21 @@ impl LuaScript {
             },
         };
         // A script that reads the server's clock reads it once per batch (see
-        // `fencing_token.lua`, `server_clock.lua`).
+        // `fencing_token.lua`, `server_clock.lua`); one that hands out fencing tokens
+        // reads and writes each floor once per batch (`fencing_token.lua`).
         let clock = if head.contains("\nlocal batch_clock\n") {
             "batch_clock = read_clock()\n"
         } else {
             ""
         };
+        let (floors, write_floors) = if head.contains("\nlocal batch_floors\n") {
+            ("batch_floors = {}\n", "write_batch_floors()\n")
+        } else {
+            ("", "")
+        };
         let body = batch_body(body);
         let batch = format!(
-            "{head}local function one(key_base, arg_base, key_count, arg_count)\n{body}\nend\n{clock}{BATCH_LOOP}"
+            "{head}local function one(key_base, arg_base, key_count, arg_count)\n{body}\nend\n{clock}{floors}{BATCH_LOOP}{write_floors}return replies\n"
         );
         self.batch = Some(Box::new(Self::new(batch)));
     }
