@@ -3,12 +3,15 @@
 //! renewal (or a heartbeat, for a session) succeeds; guards read it for `is_held`,
 //! `remaining` and `lost`.
 
+use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::error::{Error, Result};
+use crate::fencing::FencingToken;
 use crate::observe::hold::HoldMeter;
 use crate::observe::probe::Probe;
 
@@ -88,6 +91,56 @@ impl HoldState {
     pub fn is_held(&self) -> bool {
         let v = self.validity();
         !v.lost && Instant::now() < v.deadline
+    }
+
+    /// Sends one release of this hold under its metrics and span
+    /// ([`HoldMeter::release`]). A hold that had already ended here when the release
+    /// began (its deadline passed or it was found lost, so its `lost()` had fired) answers
+    /// [`Error::LeaseExpired`] even when the release went through: a store counts a lease
+    /// from when it granted it, a little after the holder started counting, so the hold
+    /// may still have been there, but a holder that stopped on `lost()` must not be told
+    /// afterwards that it held to the end. The release is sent all the same, so the
+    /// store frees the hold at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// use ferrisson_core::Error;
+    /// use ferrisson_core::hold::HoldState;
+    /// use ferrisson_core::observe::{Classes, Kind};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let probe = Classes::new("memory", None).probe(Kind::Lock, &"a".into());
+    /// let hold = HoldState::new(probe, Instant::now() + Duration::from_secs(10));
+    /// hold.mark_lost();
+    /// let released = hold.release(None, true, async { Ok(()) }).await;
+    /// assert!(matches!(released, Err(Error::LeaseExpired { .. })));
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// What `release` returns, or [`Error::LeaseExpired`] as above.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `release`.
+    pub fn release<'a>(
+        &'a self,
+        token: Option<FencingToken>,
+        last: bool,
+        release: impl Future<Output = Result<()>> + 'a,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        let ended = !self.is_held();
+        let release = async move {
+            match release.await {
+                Ok(()) if ended => Err(Error::LeaseExpired {
+                    name: self.meter.name().to_owned(),
+                }),
+                other => other,
+            }
+        };
+        self.meter.release(token, last, release, |()| false)
     }
 
     /// How long the hold stays valid without another renewal (zero once lost).

@@ -360,37 +360,26 @@ async fn release(
     hold: Arc<SessionHold>,
     last: bool,
 ) -> Result<()> {
-    let ended = !hold.state.is_held();
     let name = Arc::clone(&hold.name);
+    // A hold that had ended here answers LeaseExpired whatever the database says (see
+    // `HoldState::release`).
     let released = hold
         .state
-        .meter()
-        .release(
-            None,
-            last,
-            async {
-                if !last {
-                    return if ended {
-                        Err(Error::LeaseExpired {
-                            name: name.to_string(),
-                        })
-                    } else {
-                        Ok(())
-                    };
-                }
-                let unlocked = session
-                    .unlock(&hold.key, hold.mode, hold.generation)
-                    .await?;
-                if unlocked && !ended {
-                    Ok(())
-                } else {
-                    Err(Error::LeaseExpired {
-                        name: name.to_string(),
-                    })
-                }
-            },
-            |()| false,
-        )
+        .release(None, last, async {
+            if !last {
+                return Ok(());
+            }
+            let unlocked = session
+                .unlock(&hold.key, hold.mode, hold.generation)
+                .await?;
+            if unlocked {
+                Ok(())
+            } else {
+                Err(Error::LeaseExpired {
+                    name: name.to_string(),
+                })
+            }
+        })
         .await;
     if matches!(released, Err(Error::LeaseExpired { .. })) {
         hold.state.mark_lost();

@@ -448,43 +448,32 @@ impl TableLockGuard {
         let name = Arc::clone(&hold.name);
         // Past its local deadline the hold counts as ended (its guards may have acted on
         // that), even if the database's expiry, a little later, has not passed yet: the
-        // row is removed all the same, and the release says the lease expired.
-        let ended = !hold.state.is_held();
+        // row is removed all the same, and the release says the lease expired
+        // (`HoldState::release`).
         let released = hold
             .state
-            .meter()
-            .release(
-                Some(hold.fence),
-                last,
-                async {
-                    let outcome = if last {
-                        shared
-                            .db
-                            .release_last(&shared.tables, &name, &hold.owner, hold.fence)
-                            .await?
-                    } else {
-                        shared
-                            .db
-                            .release_one(&shared.tables, &name, &hold.owner, hold.fence)
-                            .await?
-                    };
-                    match outcome {
-                        ReleaseOutcome::Released if ended => Err(Error::LeaseExpired {
-                            name: name.to_string(),
-                        }),
-                        ReleaseOutcome::Released => Ok(()),
-                        ReleaseOutcome::Expired | ReleaseOutcome::Gone => {
-                            Err(Error::LeaseExpired {
-                                name: name.to_string(),
-                            })
-                        }
-                        ReleaseOutcome::Taken => Err(Error::NotOwner {
-                            name: name.to_string(),
-                        }),
-                    }
-                },
-                |()| false,
-            )
+            .release(Some(hold.fence), last, async {
+                let outcome = if last {
+                    shared
+                        .db
+                        .release_last(&shared.tables, &name, &hold.owner, hold.fence)
+                        .await?
+                } else {
+                    shared
+                        .db
+                        .release_one(&shared.tables, &name, &hold.owner, hold.fence)
+                        .await?
+                };
+                match outcome {
+                    ReleaseOutcome::Released => Ok(()),
+                    ReleaseOutcome::Expired | ReleaseOutcome::Gone => Err(Error::LeaseExpired {
+                        name: name.to_string(),
+                    }),
+                    ReleaseOutcome::Taken => Err(Error::NotOwner {
+                        name: name.to_string(),
+                    }),
+                }
+            })
             .await;
         if matches!(
             released,

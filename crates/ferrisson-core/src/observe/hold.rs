@@ -57,6 +57,11 @@ impl HoldMeter {
         std::mem::replace(self, Self::new(self.probe.clone()))
     }
 
+    /// The name of the primitive whose hold this counts.
+    pub(crate) fn name(&self) -> &str {
+        &self.probe.name
+    }
+
     /// Counts the hold from now; only the first call counts.
     pub fn start(&self) {
         if self.since.set(Instant::now()).is_ok() {

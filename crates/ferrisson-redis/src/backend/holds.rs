@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use ferrisson_core::hold::{HoldState, Validity};
 use tokio::time::Instant;
 
+use crate::api::error::Result;
 use crate::api::fencing::FencingToken;
 use crate::backend::ids::{OwnerId, TaskKey};
 use crate::backend::keys::Keys;
@@ -105,6 +107,17 @@ impl Hold {
     /// The hold's metrics and its release span.
     pub(crate) fn meter(&self) -> &HoldMeter {
         self.state.meter()
+    }
+
+    /// Sends one release of this hold under its metrics; a hold that had already ended
+    /// here answers `LeaseExpired` whatever Redis said (see [`HoldState::release`]).
+    pub(crate) fn release<'a>(
+        &'a self,
+        token: Option<FencingToken>,
+        last: bool,
+        release: impl Future<Output = Result<()>> + 'a,
+    ) -> impl Future<Output = Result<()>> + 'a {
+        self.state.release(token, last, release)
     }
 
     /// The lock's main key.

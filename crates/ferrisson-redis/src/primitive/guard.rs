@@ -17,7 +17,7 @@ use crate::backend::ids::ReleaseId;
 use crate::backend::scripts::Released;
 use crate::observe::acquire::Grant;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::primitive::release::{expired_if_ended, release_with_retry};
+use crate::primitive::release::release_with_retry;
 
 /// How a primitive sends one release of one hold.
 pub(crate) trait SendRelease: Send + Sync + 'static {
@@ -90,17 +90,10 @@ async fn release_hold<R: SendRelease>(
     release: &R,
     last: bool,
 ) -> Result<()> {
-    let ended = !hold.is_held();
-    let released = async {
-        let released = release_with_retry(&hold.name, |release_id| {
-            release.send(client, hold.owner, release_id)
-        })
-        .await;
-        expired_if_ended(ended, &hold.name, released)
-    };
-    hold.meter()
-        .release(Some(hold.token), last, released, |()| false)
-        .await
+    let released = release_with_retry(&hold.name, |release_id| {
+        release.send(client, hold.owner, release_id)
+    });
+    hold.release(Some(hold.token), last, released).await
 }
 
 impl<R: SendRelease> Grant for HoldGuard<R> {

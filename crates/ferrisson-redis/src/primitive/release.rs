@@ -78,18 +78,3 @@ where
         }),
     }
 }
-
-/// The answer to a release of a hold that had already ended on this machine (its
-/// deadline passed or it was found lost, so its `lost()` had fired) when the release was
-/// sent: [`Error::LeaseExpired`], even when Redis still had the key and removed it. Redis
-/// counts a lease from when it ran the acquire, the guard from before it was sent, so the
-/// key outlives the guard by up to a round trip; a holder that stopped on `lost()` must
-/// not be told afterwards that it held the lock to the end.
-pub(crate) fn expired_if_ended(ended: bool, name: &str, released: Result<()>) -> Result<()> {
-    match released {
-        Ok(()) if ended => Err(Error::LeaseExpired {
-            name: name.to_owned(),
-        }),
-        other => other,
-    }
-}

@@ -25,7 +25,7 @@ use crate::observe::acquire::Grant;
 use crate::observe::metrics::Kind;
 use crate::observe::probe::Probe;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::primitive::release::{expired_if_ended, resend_until_answered};
+use crate::primitive::release::resend_until_answered;
 use crate::primitive::undo::send_or_undo;
 use crate::primitive::wait::{Attempt, acquire_with_wait, holder_wait, try_once};
 use crate::sync::semaphore::{DEFAULT_SEMAPHORE_RECHECK, validate_permits, validate_recheck};
@@ -1077,15 +1077,8 @@ impl ExpirablePermit {
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         self.hold.stop_renewing();
-        let ended = !self.hold.is_held();
-        let release = async {
-            let released = self.shared.release(self.id, Some(&self.hold)).await;
-            expired_if_ended(ended, &self.shared.name, released)
-        };
-        self.hold
-            .meter()
-            .release(None, true, release, |()| false)
-            .await
+        let release = self.shared.release(self.id, Some(&self.hold));
+        self.hold.release(None, true, release).await
     }
 
     /// Keeps the permit taken until its lease runs out (a watchdog lease is no longer

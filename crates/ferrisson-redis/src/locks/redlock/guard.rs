@@ -18,7 +18,6 @@ use crate::backend::ids::OwnerId;
 use crate::backend::scripts::simple::Compared;
 use crate::observe::acquire::Grant;
 use crate::primitive::cleanup::spawn_cleanup;
-use crate::primitive::release::expired_if_ended;
 
 /// Proof of holding a [`Redlock`] for a limited validity; released on every server by
 /// `unlock()` or, best effort, on drop.
@@ -239,12 +238,8 @@ impl RedlockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.stop_renewal();
-        let ended = !self.hold.is_held();
-        let released =
-            async { expired_if_ended(ended, &self.hold.name, self.release_on_quorum().await) };
         self.hold
-            .meter()
-            .release(Some(self.hold.token), true, released, |()| false)
+            .release(Some(self.hold.token), true, self.release_on_quorum())
             .await
     }
 
