@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -132,14 +133,15 @@ impl HoldState {
         release: impl Future<Output = Result<()>> + 'a,
     ) -> impl Future<Output = Result<()>> + 'a {
         let ended = !self.is_held();
-        let release = async move {
-            match release.await {
-                Ok(()) if ended => Err(Error::LeaseExpired {
-                    name: self.meter.name().to_owned(),
-                }),
-                other => other,
-            }
-        };
+        // A combinator, not an `async` block: a block awaiting a future it captured keeps
+        // room for both, which doubled every release's future (ARCHITECTURE.md, future
+        // sizes).
+        let release = release.map(move |outcome| match outcome {
+            Ok(()) if ended => Err(Error::LeaseExpired {
+                name: self.meter.name().to_owned(),
+            }),
+            other => other,
+        });
         self.meter.release(token, last, release, |()| false)
     }
 

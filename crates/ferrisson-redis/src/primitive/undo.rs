@@ -62,7 +62,9 @@ where
         // Still armed while it runs: dropped mid-way, the same undo is spawned again
         // (undoes are safe to repeat).
         let outcome = match &self.undo {
-            Some(undo) => undo().await,
+            // Boxed: rare (a write not acknowledged as required), and unboxed its
+            // request would be in every acquire's future (ARCHITECTURE.md, future sizes).
+            Some(undo) => Box::pin(undo()).await,
             None => return Err(Error::cancelled(self.name)),
         };
         self.undo = None;

@@ -201,10 +201,13 @@ where
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(None);
         }
-        observe_wait(
+        // Boxed: only a refused first attempt waits (and then subscribes and sleeps);
+        // unboxed, the waiting state would be in every acquire's future
+        // (ARCHITECTURE.md, future sizes).
+        Box::pin(observe_wait(
             probe,
             wait_for_release(client, channel, deadline, attempt, leave),
-        )
+        ))
         .await
     })
     .await

@@ -24,6 +24,7 @@
 //!   the script; everything else is the Redis error with its cause.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -144,7 +145,8 @@ impl Connection {
             C::Reply::from_redis_value(value?).map_err(|e| Error::Protocol(e.to_string()))?;
         if !self.acks.is_none() && call.wrote_a_hold(&reply) {
             let key = evalsha.as_ref().and_then(|e| e.first_key());
-            self.acknowledge(WrittenOn::KeyOwner(key)).await?;
+            // Boxed: only clients that require acknowledgements get here.
+            Box::pin(self.acknowledge(WrittenOn::KeyOwner(key))).await?;
         }
         if let Some(evalsha) = evalsha {
             evalsha.recycle();
@@ -476,15 +478,20 @@ impl Connection {
 
     /// Sends `cmd` (routed by `key` on a cluster), resending per the rules in the module
     /// docs.
-    pub(crate) async fn send_with_rules(
-        &self,
-        cmd: &Cmd,
-        key: Option<&[u8]>,
+    ///
+    /// Boxed (one allocation per request sent): the deepest future of every call, whose
+    /// half kilobyte of state was otherwise copied at every level of every acquire and
+    /// release (ARCHITECTURE.md, future sizes).
+    pub(crate) fn send_with_rules<'a>(
+        &'a self,
+        cmd: &'a Cmd,
+        key: Option<&'a [u8]>,
         idempotent: bool,
-        script: Option<&LuaScript>,
-    ) -> RedisResult<Value> {
-        self.resend_by_the_rules(idempotent, script, key, || self.send_once(cmd, key))
-            .await
+        script: Option<&'a LuaScript>,
+    ) -> Pin<Box<impl Future<Output = RedisResult<Value>> + 'a>> {
+        Box::pin(
+            self.resend_by_the_rules(idempotent, script, key, move || self.send_once(cmd, key)),
+        )
     }
 
     /// Sends commands `offset..offset + count` of `pipeline` (routed by its first key on
