@@ -110,13 +110,16 @@ impl HoldState {
     /// use ferrisson_core::hold::HoldState;
     /// use ferrisson_core::observe::{Classes, Kind};
     ///
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # fn main() -> std::io::Result<()> {
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
     /// let probe = Classes::new("memory", None).probe(Kind::Lock, &"a".into());
     /// let hold = HoldState::new(probe, Instant::now() + Duration::from_secs(10));
     /// hold.mark_lost();
     /// let released = hold.release(None, true, async { Ok(()) }).await;
     /// assert!(matches!(released, Err(Error::LeaseExpired { .. })));
     /// # });
+    /// # Ok(())
+    /// # }
     /// ```
     ///
     /// # Errors
